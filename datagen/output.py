@@ -1,0 +1,159 @@
+"""Where generated datasets land and how they are written.
+
+A dataset is written into a hidden staging directory next to its final place and renamed into
+place only when complete, so an interrupted run never leaves a directory that looks finished and
+never touches an earlier dataset. Rows go to `file_count` files (Parquet or CSV) split at given
+time boundaries; each file's sha256 and row count go into `manifest.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from kit.errors import CepkitError
+
+MANIFEST_KIND = "cepkit.datagen-manifest"
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+
+ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
+
+
+@dataclass(frozen=True)
+class GeneratedDataset:
+    """A finished dataset directory and its manifest."""
+
+    directory: Path
+    manifest: dict
+    elapsed_s: float
+
+    @property
+    def total_rows(self) -> int:
+        return int(self.manifest["total_rows"])
+
+
+def arrow_schema(record_schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in record_schema.fields])
+
+
+def fresh_dir(parent: Path, stem: str) -> Path:
+    """`parent/stem`, or `parent/stem-2`, `-3`, ... if taken: never an existing directory."""
+    parent.mkdir(parents=True, exist_ok=True)
+    candidate, n = parent / stem, 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{stem}-{n}"
+    return candidate
+
+
+class StagedDir:
+    """Context manager: write into a staging dir, rename to `final` on success, delete on failure."""
+
+    def __init__(self, final: Path):
+        self.final = Path(final)
+        if self.final.exists():
+            raise CepkitError(f"{self.final}: output directory already exists; refusing to overwrite it")
+
+    def __enter__(self) -> Path:
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.partial-", dir=self.final.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if self.final.exists():
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise CepkitError(f"{self.final}: appeared while generating; refusing to overwrite it")
+        os.rename(self.tmp, self.final)
+
+
+class SplitWriter:
+    """Writes Arrow record batches into `len(bounds)+1` files split on a sort column.
+
+    `bounds` are the first values of files 2..n on the split column (non-decreasing input).
+    Parquet files get one row group per written chunk piece; CSV files a single header line.
+    """
+
+    def __init__(self, directory: Path, stem: str, schema: pa.Schema, fmt: str, split_column: str,
+                 bounds: list[int]):
+        self.dir = Path(directory)
+        self.schema = schema
+        self.fmt = fmt
+        self.col = split_column
+        self.bounds = list(bounds)
+        n = len(self.bounds) + 1
+        self.names = [f"{stem}-{i + 1:05d}-of-{n:05d}.{'parquet' if fmt == 'parquet' else 'csv'}" for i in range(n)]
+        self.rows = [0] * n
+        self.first = [None] * n
+        self.last = [None] * n
+        self._writers: list = [None] * n
+
+    def _writer(self, i: int):
+        if self._writers[i] is None:
+            path = self.dir / self.names[i]
+            if self.fmt == "parquet":
+                self._writers[i] = pq.ParquetWriter(path, self.schema, compression="zstd",
+                                                    compression_level=1, use_dictionary=True)
+            else:
+                self._writers[i] = pacsv.CSVWriter(path, self.schema)
+        return self._writers[i]
+
+    def write(self, table: pa.Table) -> None:
+        import numpy as np
+        key = table.column(self.col).to_numpy()
+        cuts = np.searchsorted(key, self.bounds, side="left") if self.bounds else np.empty(0, np.int64)
+        edges = [0, *cuts.tolist(), len(key)]
+        for i in range(len(edges) - 1):
+            lo, hi = edges[i], edges[i + 1]
+            if hi <= lo:
+                continue
+            part = table.slice(lo, hi - lo)
+            if self.fmt == "csv":
+                part = part.cast(self.schema)
+            self._writer(i).write_table(part)
+            self.rows[i] += hi - lo
+            if self.first[i] is None:
+                self.first[i] = int(key[lo])
+            self.last[i] = int(key[hi - 1])
+
+    def close(self) -> list[dict]:
+        """Close all files (empty ones are still written, with the schema) and describe them."""
+        out = []
+        for i, name in enumerate(self.names):
+            self._writer(i).close()
+            path = self.dir / name
+            out.append({"path": name, "rows": self.rows[i], "bytes": path.stat().st_size,
+                        "sha256": sha256_of(path), f"first_{self.col}": self.first[i],
+                        f"last_{self.col}": self.last[i]})
+        return out
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json(path: Path, data: dict) -> None:
+    Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def library_versions() -> dict:
+    import numpy
+
+    import kit
+    return {"cepkit": kit.__version__, "numpy": numpy.__version__, "pyarrow": pa.__version__}

@@ -1,0 +1,169 @@
+"""The Pairs stock-tick generator (thesis 7.3.2, 7.3.5, B.1).
+
+Writes, into a fresh directory:
+- `ticks-NNNNN-of-MMMMM.{parquet,csv}`: StockTick rows (symbol, price, size, tickTS) in arrival
+  order, split into `file_count` files of about equal expected size;
+- `pairs-aux.json`: symbols per market, the correlated pairs and the strategy count, which the
+  query generator reads;
+- `manifest.json`: parameters, seed, versions, per-file row counts and sha256, per-phase counts.
+
+Work is done in chunks of whole symbol rounds so memory stays flat whatever the run length.
+Randomness comes from one seed split into independent streams (symbols, pairs, initial prices,
+arrivals, price moves, sizes), so the same seed and config give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from datagen.arrivals import ArrivalStream
+from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
+                            SplitWriter, StagedDir, library_versions, write_json)
+from datagen.prices import CorrelatedGBM
+from datagen.symbols import make_symbols
+from kit.config import PairsConfig
+from kit.profiles import RateProfile, build_profile
+from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
+
+AUX_KIND = "cepkit.pairs-aux"
+AUX_SCHEMA_VERSION = 1
+AUX_FILE = "pairs-aux.json"
+CHUNK_EVENTS = 1 << 20
+
+TICK_FILE_SCHEMA = pa.schema([
+    pa.field("symbol", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+    pa.field("price", pa.int32(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+    pa.field("tickTS", pa.int64(), nullable=False),
+])
+TICK_CSV_SCHEMA = pa.schema([pa.field("symbol", pa.string(), nullable=False), *list(TICK_FILE_SCHEMA)[1:]])
+
+
+@dataclass(frozen=True)
+class PairsPlan:
+    """Everything decided before the first tick: sizes, profile, symbols and pairs."""
+
+    config: PairsConfig
+    model: ScaleModel
+    profile: RateProfile
+    symbols: tuple[str, ...]
+    market_of: tuple[int, ...]          # market index of each symbol
+    pairs: tuple[tuple[int, int], ...]  # symbol indices of each correlated pair
+
+
+def _streams(seed: int) -> dict[str, np.random.Generator]:
+    names = ("symbols", "pairs", "initial", "arrivals", "moves", "sizes")
+    return {n: np.random.default_rng(s) for n, s in zip(names, np.random.SeedSequence(seed).spawn(len(names)))}
+
+
+def make_plan(cfg: PairsConfig, rngs: dict[str, np.random.Generator] | None = None) -> PairsPlan:
+    rngs = rngs or _streams(cfg.seed)
+    model = ScaleModel.from_sf(cfg.scale_factor, symbols=cfg.symbols, correlations=cfg.correlations,
+                               strategies=cfg.strategies, basis_rate_eps=cfg.rate.basis_rate_eps,
+                               peak_factor=cfg.rate.peak_factor)
+    r = cfg.rate
+    profile = build_profile(r.profile, basis_eps=model.basis_rate_eps, peak_eps=model.peak_rate_eps,
+                            quick=r.quick, varying=r.varying,
+                            duration_ms=None if r.duration_s is None else int(round(r.duration_s * 1000)))
+    symbols = make_symbols(model.symbols, rngs["symbols"])
+    blocks = np.array_split(np.arange(model.symbols), model.markets)
+    market_of = np.concatenate([np.full(len(b), m) for m, b in enumerate(blocks)])
+    # Correlations are spread over markets like the symbols; each market pairs up a random subset.
+    per_market = np.full(model.markets, model.correlations // model.markets)
+    per_market[: model.correlations % model.markets] += 1
+    pairs: list[tuple[int, int]] = []
+    for m, block in enumerate(blocks):
+        k = min(int(per_market[m]), len(block) // 2)
+        perm = rngs["pairs"].permutation(block)
+        pairs.extend((int(perm[2 * i]), int(perm[2 * i + 1])) for i in range(k))
+    return PairsPlan(cfg, model, profile, tuple(symbols), tuple(int(x) for x in market_of), tuple(pairs))
+
+
+def aux_document(plan: PairsPlan) -> dict:
+    m = plan.model
+    return {
+        "kind": AUX_KIND, "schema_version": AUX_SCHEMA_VERSION,
+        "scale_factor": m.scale_factor, "markets": m.markets, "num_symbols": m.symbols,
+        "num_correlations": len(plan.pairs), "num_strategies": m.strategies,
+        "max_strategies_per_pair": MAX_STRATEGIES_PER_PAIR,
+        "seed": plan.config.seed, "correlation": plan.config.prices.correlation,
+        "symbols": [{"symbol": s, "market": plan.market_of[i]} for i, s in enumerate(plan.symbols)],
+        "correlations": [{"symbol1": plan.symbols[a], "symbol2": plan.symbols[b], "market": plan.market_of[a]}
+                         for a, b in plan.pairs],
+    }
+
+
+def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None = None,
+                   progress: Callable[[int, float], None] | None = None) -> GeneratedDataset:
+    """Generate a Pairs dataset into the new directory `out_dir` (it must not exist).
+
+    `progress(rows_done, rows_expected)` is called after every chunk.
+    """
+    started = time.perf_counter()
+    rngs = _streams(cfg.seed)
+    plan = make_plan(cfg, rngs)
+    n_sym = plan.model.symbols
+    profile = plan.profile
+    p = cfg.prices
+    gbm = CorrelatedGBM(n_sym, np.array(plan.pairs, dtype=np.int64).reshape(-1, 2), rngs["initial"],
+                        correlation=p.correlation, drift_per_hour=p.drift_per_hour,
+                        volatility_per_hour=p.volatility_per_hour,
+                        initial_min_cents=p.initial_min_cents, initial_max_cents=p.initial_max_cents)
+    gbm.rng = rngs["moves"]
+    arrivals = ArrivalStream(profile, rngs["arrivals"], cfg.rate.arrivals)
+    chunk = max(1, CHUNK_EVENTS // n_sym) * n_sym
+    sym_cycle = np.tile(np.arange(n_sym, dtype=np.int32), chunk // n_sym)
+    dictionary = pa.array(plan.symbols, type=pa.string())
+    # Files split where the expected event count reaches i/file_count of the total.
+    cut_ms = profile.inverse_cumulative(np.arange(1, cfg.file_count) * profile.expected_events / cfg.file_count)
+    bounds = [cfg.start_epoch_ms + int(np.floor(t)) for t in cut_ms]
+    phase_starts = profile.phase_starts_ms()
+    phase_rows = np.zeros(len(profile.phases), dtype=np.int64)
+    total = 0
+
+    with StagedDir(out_dir) as tmp:
+        schema = TICK_FILE_SCHEMA if cfg.format == "parquet" else TICK_CSV_SCHEMA
+        writer = SplitWriter(tmp, "ticks", schema, cfg.format, "tickTS", bounds)
+        while not arrivals.done:
+            t_ms = arrivals.take(chunk)
+            m = len(t_ms)
+            if m == 0:
+                break
+            prices = gbm.step_rounds(t_ms)
+            sizes = rngs["sizes"].integers(10, 101, size=m, dtype=np.int32) * np.int32(10)
+            rel_ms = np.floor(t_ms).astype(np.int64)
+            phase_rows += np.bincount(np.searchsorted(phase_starts, rel_ms, side="right") - 1,
+                                      minlength=len(profile.phases))[: len(profile.phases)]
+            symbol = pa.DictionaryArray.from_arrays(pa.array(sym_cycle[:m]), dictionary)
+            table = pa.Table.from_arrays(
+                [symbol, pa.array(prices), pa.array(sizes), pa.array(rel_ms + cfg.start_epoch_ms)],
+                schema=TICK_FILE_SCHEMA)
+            writer.write(table)
+            total += m
+            if progress:
+                progress(total, profile.expected_events)
+        files = writer.close()
+        write_json(tmp / AUX_FILE, aux_document(plan))
+        if config_toml is not None:
+            (tmp / "config.toml").write_text(config_toml)
+        manifest = {
+            "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
+            "generator": "pairs", "versions": library_versions(),
+            "seed": cfg.seed, "config": dataclasses.asdict(cfg),
+            "scale": dataclasses.asdict(plan.model), "profile": profile.to_dict(),
+            "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
+            "columns": [f.name for f in TICK_FILE_SCHEMA], "chunk_events": chunk,
+            "aux_file": AUX_FILE, "total_rows": total, "files": files,
+            "phases": [{"name": ph.name, "rows": int(phase_rows[i]), "expected_rows": ph.expected_events,
+                        "start_ms": int(phase_starts[i]), "end_ms": int(phase_starts[i + 1])}
+                       for i, ph in enumerate(profile.phases)],
+        }
+        write_json(tmp / MANIFEST_FILE, manifest)
+    return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)

@@ -1,0 +1,28 @@
+"""`cepkit config show|keys`: the resolved configuration, or every valid key."""
+
+from __future__ import annotations
+
+from kit.cli import add_config_options
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    show = actions.add_parser("show", help="print the resolved config as TOML (defaults + file + --set)")
+    add_config_options(show)
+    show.set_defaults(handler=_show)
+    keys = actions.add_parser("keys", help="list every valid config key")
+    keys.set_defaults(handler=_keys)
+
+
+def _show(args) -> int:
+    from kit.config import load_config
+    print(load_config(args.config, args.overrides).to_toml(), end="")
+    return 0
+
+
+def _keys(args) -> int:
+    from kit.config import valid_keys
+    print("\n".join(valid_keys()))
+    return 0

@@ -1,0 +1,1 @@
+"""Query generator: neutral XML workload specs (Pairs strategies, microbenchmark queries)."""

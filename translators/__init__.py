@@ -1,0 +1,1 @@
+"""Translators: compile neutral workload specs into runnable engine programs (PySpark)."""

@@ -1,0 +1,1 @@
+"""Validator: independent reference answers, correctness report, latency metrics, pscore."""
