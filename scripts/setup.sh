@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up cepkit on a fresh Debian-like machine: Python >= 3.11 with venv, the package and its
+# dev dependencies in ./.venv, and a Java 17 runtime (Spark needs it). Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  say "apt-get install $*"
+  if [ ! -f /tmp/.cepkit-apt-updated ]; then as_root apt-get update -qq && touch /tmp/.cepkit-apt-updated; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+find_python() {
+  for py in python3.11 python3.12 python3.13 python3; do
+    if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      echo "$py"; return 0
+    fi
+  done
+  return 1
+}
+
+PY=$(find_python) || { apt_install python3 python3-venv python3-pip && PY=$(find_python); } || {
+  say "error: Python >= 3.11 not found and could not be installed"; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($PY --version)"
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    apt_install python3-venv || { say "error: '$PY -m venv' failed; install python3-venv"; exit 1; }
+    "$PY" -m venv .venv
+  fi
+fi
+
+stamp=.venv/.cepkit-installed
+want=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing cepkit and its dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
+  apt_install openjdk-17-jre-headless || { say "error: Java 17 is required (install openjdk-17-jre-headless)"; exit 1; }
+fi
+say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"
