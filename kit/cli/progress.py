@@ -12,7 +12,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgress
 
 
 def console() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,261 @@
+"""The reference engine for Pairs: the expected Indicator and MarketOrder streams.
+
+It implements specs/PAIRS_SEMANTICS.md directly and shares no code with any translator or the
+harness, so that one bug cannot make an engine and its check wrong the same way.
+
+How it works: one pass over the ticks (in event order, batch by batch) computes, for every
+distinct period length, the closed periods with their closing tick and, per monitored symbol, the
+exact integer price sum and tick count of the period and the last trade price at the closing
+tick. Each strategy then works on those few thousand period rows: ratios, the count window
+(summed oldest first, as the spec says), band crossings vectorized, and the state machine with
+Procedure 4 in integer cents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import CepkitError
+from validator.ticks import TickBatch, iter_ticks
+
+FLAT, LONG_SHORT, SHORT_LONG = "FLAT", "LONG_SHORT", "SHORT_LONG"
+COLLAPSE_REL = 1e-12
+
+
+@dataclass(frozen=True)
+class StrategyParams:
+    """What the reference needs of one strategy; money in cents, period in seconds."""
+
+    alias: str
+    symbol1: str
+    symbol2: str
+    available_funds_cents: int
+    period_length_s: int
+    num_periods: int
+    bands_multiplier: float
+    stop_loss_perc: float
+
+    def __post_init__(self) -> None:
+        if self.symbol1 == self.symbol2:
+            raise CepkitError(f"strategy {self.alias}: symbol1 and symbol2 are both {self.symbol1}")
+        if self.period_length_s <= 0 or self.num_periods < 1 or self.available_funds_cents < 0:
+            raise CepkitError(f"strategy {self.alias}: invalid parameters")
+
+
+@dataclass(frozen=True)
+class ClosedPeriods:
+    """Closed periods of one length, in closing order; per-symbol columns follow `symbols`."""
+
+    period_ms: int
+    trigger_offset: np.ndarray   # event position of each closing tick
+    trigger_ts_ms: np.ndarray    # its tickTS
+    sums: np.ndarray             # [periods, symbols] exact integer price sums (float64, < 2^53)
+    counts: np.ndarray           # [periods, symbols]
+    last_price: np.ndarray       # [periods, symbols] last trade price at the closing tick (0: none)
+
+
+@dataclass(frozen=True)
+class PairsReference:
+    indicators: pd.DataFrame     # strategy, ratio, avgRatio, upperBand, lowerBand, inputTickTS, inputOffset
+    orders: pd.DataFrame         # strategy, type, symbol, price, size, inputTickTS, inputOffset
+    final: pd.DataFrame          # strategy, state, symbol held, shares, balance, mark-to-market value
+
+
+class _PeriodAccumulator:
+    """Streams tick batches into closed periods of one length."""
+
+    def __init__(self, period_ms: int, n_symbols: int):
+        self.period_ms = period_ms
+        self.n = n_symbols
+        self.cur = None                                   # period index of the open period
+        self.open_sum = np.zeros(n_symbols)
+        self.open_cnt = np.zeros(n_symbols, dtype=np.int64)
+        self.last = np.zeros(n_symbols, dtype=np.int64)   # last price so far (0: no tick yet)
+        self.out: dict[str, list] = {k: [] for k in ("off", "ts", "sum", "cnt", "last")}
+
+    def _close(self, trig: int, b: TickBatch, sums, cnts, last_end) -> None:
+        last = last_end.copy()
+        s = b.sym[trig]
+        if s >= 0:                      # the closing tick itself is the latest trade of its symbol
+            last[s] = b.price[trig]
+        self.out["off"].append(b.offset + trig)
+        self.out["ts"].append(b.tick_ts_ms[trig])
+        self.out["sum"].append(sums)
+        self.out["cnt"].append(cnts)
+        self.out["last"].append(last)
+
+    def feed(self, b: TickBatch) -> None:
+        p = b.tick_ts_ms // self.period_ms
+        new_seg = np.flatnonzero(p[1:] != p[:-1]) + 1
+        starts = np.concatenate([[0], new_seg])
+        seg_of = np.zeros(len(p), dtype=np.int64)
+        seg_of[new_seg] = 1
+        seg_of = np.cumsum(seg_of)
+        nseg = len(starts)
+        mon = b.sym >= 0
+        key = seg_of[mon] * self.n + b.sym[mon]
+        sums = np.bincount(key, weights=b.price[mon], minlength=nseg * self.n).reshape(nseg, self.n)
+        cnts = np.bincount(key, minlength=nseg * self.n).reshape(nseg, self.n)
+        seg_last = np.zeros(nseg * self.n, dtype=np.int64)
+        if key.size:
+            uniq, first_rev = np.unique(key[::-1], return_index=True)
+            seg_last[uniq] = b.price[mon][::-1][first_rev]
+        seg_last = seg_last.reshape(nseg, self.n)
+        # Forward-fill last prices across segments, starting from the carried state.
+        last_end = np.empty_like(seg_last)
+        running = self.last
+        for j in range(nseg):
+            running = np.where(seg_last[j] > 0, seg_last[j], running)
+            last_end[j] = running
+        continues = self.cur is not None and p[0] == self.cur
+        if continues:
+            sums[0] += self.open_sum
+            cnts[0] += self.open_cnt
+        elif self.cur is not None:
+            self._close(0, b, self.open_sum, self.open_cnt, self.last)
+        for j in range(nseg - 1):
+            self._close(int(starts[j + 1]), b, sums[j], cnts[j], last_end[j])
+        self.cur = int(p[-1])
+        self.open_sum, self.open_cnt, self.last = sums[-1].copy(), cnts[-1].copy(), last_end[-1].copy()
+
+    def result(self) -> ClosedPeriods:
+        o = self.out
+        if not o["off"]:
+            empty = np.zeros((0, self.n))
+            return ClosedPeriods(self.period_ms, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                 empty, empty.astype(np.int64), empty.astype(np.int64))
+        return ClosedPeriods(self.period_ms, np.array(o["off"], dtype=np.int64), np.array(o["ts"], dtype=np.int64),
+                             np.vstack(o["sum"]), np.vstack(o["cnt"]).astype(np.int64),
+                             np.vstack(o["last"]).astype(np.int64))
+
+
+def closed_periods(batches: Iterable[TickBatch], period_lengths_ms: Sequence[int],
+                   n_symbols: int) -> dict[int, ClosedPeriods]:
+    """One pass over the ticks for every period length at once."""
+    accs = {p: _PeriodAccumulator(p, n_symbols) for p in sorted(set(period_lengths_ms))}
+    prev_ts = None
+    for b in batches:
+        if len(b.tick_ts_ms) == 0:
+            continue
+        ts = b.tick_ts_ms
+        bad = np.flatnonzero(np.diff(ts) < 0)
+        if prev_ts is not None and ts[0] < prev_ts:
+            bad = np.concatenate([[-1], bad])
+        if bad.size:
+            row = b.offset + int(bad[0]) + 1
+            raise CepkitError(f"tick {row} (0-based, event order): tickTS goes backwards; "
+                              "ticks must be in time order")
+        prev_ts = int(ts[-1])
+        for acc in accs.values():
+            acc.feed(b)
+    return {p: a.result() for p, a in accs.items()}
+
+
+def _window_stats(r: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population sd of each full window of n ratios, summed oldest first."""
+    w = np.lib.stride_tricks.sliding_window_view(r, n)
+    acc = w[:, 0].copy()
+    for j in range(1, n):
+        acc += w[:, j]
+    mean = acc / n
+    dev = (w[:, 0] - mean) ** 2
+    for j in range(1, n):
+        dev += (w[:, j] - mean) ** 2
+    return mean, np.sqrt(dev / n)
+
+
+def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
+                  ind_rows: list, ord_rows: list, final_rows: list) -> None:
+    ok = (cp.counts[:, i1] > 0) & (cp.counts[:, i2] > 0)
+    rows = np.flatnonzero(ok)
+    n = st.num_periods
+    if len(rows) < n:
+        final_rows.append((st.alias, FLAT, "", 0, st.available_funds_cents, st.available_funds_cents))
+        return
+    ratio_all = (cp.sums[rows, i1] / cp.counts[rows, i1]) / (cp.sums[rows, i2] / cp.counts[rows, i2])
+    mean, sd = _window_stats(ratio_all, n)
+    rows = rows[n - 1:]
+    ratio = ratio_all[n - 1:]
+    upper = mean + st.bands_multiplier * sd
+    lower = mean - st.bands_multiplier * sd
+    ts = cp.trigger_ts_ms[rows]
+    off = cp.trigger_offset[rows]
+    ind_rows.append(pd.DataFrame({"strategy": st.alias, "ratio": ratio, "avgRatio": mean, "upperBand": upper,
+                                  "lowerBand": lower, "inputTickTS": ts, "inputOffset": off}))
+    live = sd > COLLAPSE_REL * np.abs(mean)
+    high = np.zeros(len(ratio), bool)
+    low = np.zeros(len(ratio), bool)
+    high[1:] = (ratio[1:] >= upper[1:]) & (ratio[:-1] < upper[:-1]) & live[1:]
+    low[1:] = (ratio[1:] <= lower[1:]) & (ratio[:-1] > lower[:-1]) & live[1:]
+
+    s1, s2 = st.symbol1, st.symbol2
+    state, balance, held, shares, ratio_pos = FLAT, int(st.available_funds_cents), None, 0, 0.0
+    idx = {s1: i1, s2: i2}
+
+    def price(sym: str, k: int) -> int:
+        return int(cp.last_price[rows[k], idx[sym]])
+
+    def emit(kind: str, sym: str, p: int, size: int, k: int) -> None:
+        if size > 0:
+            ord_rows.append((st.alias, kind, sym, p, size, int(ts[k]), int(off[k])))
+
+    for k in range(len(ratio)):
+        target = None
+        if high[k] and state in (FLAT, LONG_SHORT):
+            target, to_buy = SHORT_LONG, s2
+        elif low[k] and state in (FLAT, SHORT_LONG):
+            target, to_buy = LONG_SHORT, s1
+        if target is not None:
+            available = balance
+            if held is not None:
+                sell_price = price(held, k)
+                available += shares * sell_price
+                emit("SELL", held, sell_price, shares, k)
+            buy_price = price(to_buy, k)
+            buy_size = 10 * (available // (10 * buy_price))
+            emit("BUY", to_buy, buy_price, buy_size, k)
+            balance = available - buy_size * buy_price
+            state, held, shares, ratio_pos = target, to_buy, buy_size, float(ratio[k])
+            continue
+        if state == SHORT_LONG and ratio[k] >= (1 + st.stop_loss_perc) * ratio_pos or \
+                state == LONG_SHORT and ratio[k] <= (1 - st.stop_loss_perc) * ratio_pos:
+            p = price(held, k)
+            emit("SELL", held, p, shares, k)
+            balance += shares * p
+            state, held, shares = FLAT, None, 0
+    last_k = len(ratio) - 1
+    value = balance + (shares * price(held, last_k) if held is not None else 0)
+    final_rows.append((st.alias, state, held or "", shares, balance, value))
+
+
+def compute_reference(ticks_dir: Path, strategies: Sequence[StrategyParams]) -> PairsReference:
+    """Expected outputs of `strategies` over the dataset in `ticks_dir`."""
+    symbols = sorted({s for st in strategies for s in (st.symbol1, st.symbol2)})
+    index = {s: i for i, s in enumerate(symbols)}
+    periods = closed_periods(iter_ticks(ticks_dir, symbols), [st.period_length_s * 1000 for st in strategies],
+                             len(symbols))
+    return reference_from_periods(periods, strategies, index)
+
+
+def reference_from_periods(periods: dict[int, ClosedPeriods], strategies: Sequence[StrategyParams],
+                           index: dict[str, int]) -> PairsReference:
+    ind_rows: list = []
+    ord_rows: list = []
+    final_rows: list = []
+    for st in strategies:
+        _run_strategy(st, periods[st.period_length_s * 1000], index[st.symbol1], index[st.symbol2],
+                      ind_rows, ord_rows, final_rows)
+    ind_cols = ["strategy", "ratio", "avgRatio", "upperBand", "lowerBand", "inputTickTS", "inputOffset"]
+    indicators = pd.concat(ind_rows, ignore_index=True) if ind_rows else pd.DataFrame(columns=ind_cols)
+    indicators = indicators.sort_values(["inputOffset", "strategy"], kind="stable", ignore_index=True)
+    orders = pd.DataFrame(ord_rows, columns=["strategy", "type", "symbol", "price", "size", "inputTickTS",
+                                             "inputOffset"])
+    orders = orders.sort_values(["inputOffset", "strategy"], kind="stable", ignore_index=True)
+    final = pd.DataFrame(final_rows, columns=["strategy", "state", "held", "shares", "balance_cents",
+                                              "value_cents"])
+    return PairsReference(indicators, orders, final)
