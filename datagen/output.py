@@ -76,6 +76,10 @@ class StagedDir:
         if self.final.exists():
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise CepkitError(f"{self.final}: appeared while generating; refusing to overwrite it")
+        # mkdtemp makes the staging dir owner-only; the dataset gets the usual umask permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)
         os.rename(self.tmp, self.final)
 
 

@@ -90,6 +90,9 @@ class RateConfig:
         _choice(self, "arrivals", ARRIVALS)
         _positive(self, "duration_s", "basis_rate_eps")
         _need(self.peak_factor >= 1.0, "peak_factor", f"must be >= 1, got {self.peak_factor!r}")
+        _need(not (self.quick and self.duration_s is not None), "quick",
+              f"cannot be combined with duration_s = {self.duration_s} (which already sets the length); "
+              "unset one of them")
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,7 @@ class MicroConfig:
     file_count: int = 1
     format: str = "parquet"
     start_epoch_ms: int = DEFAULT_START_EPOCH_MS
-    rate: RateConfig = field(default_factory=lambda: RateConfig(
-        profile="constant", basis_rate_eps=1000.0, duration_s=60.0))
+    rate: RateConfig = field(default_factory=lambda: RateConfig(profile="constant", basis_rate_eps=1000.0))
 
     def __post_init__(self) -> None:
         _positive(self, "streams", "max_id", "attributes", "table_attributes", "file_count")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up cepkit on a fresh Debian-like machine: Python >= 3.11 with venv, the package and its
 # dev dependencies in ./.venv, and a Java 17 runtime (Spark needs it). Safe to run repeatedly.
+# With --test it also installs what only the tests need (Chromium, to check the HTML report renders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,5 +47,8 @@ fi
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
 if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
   apt_install openjdk-17-jre-headless || { say "error: Java 17 is required (install openjdk-17-jre-headless)"; exit 1; }
+fi
+if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null; then
+  apt_install chromium || { say "error: the tests need Debian's chromium package"; exit 1; }
 fi
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

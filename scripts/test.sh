@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up, then run the test suite (no JVM needed for the tests so far).
+# Set up (with the test-only tools), then run the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 exec .venv/bin/python -m pytest -q "$@"

@@ -20,7 +20,7 @@ def test_help_needs_no_spark():
 
 def test_datagen_pairs_quick(tmp_path, capsys):
     out = tmp_path / "ds"
-    assert main(["datagen", "pairs", "--quick", "--seed", "5", "--set", "pairs.rate.duration_s=10",
+    assert main(["datagen", "pairs", "--seed", "5", "--set", "pairs.rate.duration_s=10",
                  "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(out)
     manifest = json.loads((out / "manifest.json").read_text())

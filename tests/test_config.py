@@ -41,6 +41,7 @@ def test_shipped_configs_parse():
     ("[pairs.prices]\ncorrelation = 1.5\n", "c.toml:pairs.prices.correlation: must be in [-1, 1], got 1.5"),
     ("[pairs]\nsymbols = 10\ncorrelations = 6\n", "c.toml:pairs.correlations: must be <= symbols/2 = 5, got 6"),
     ("[pairs]\nrate = 3\n", "c.toml:pairs.rate: must be a table"),
+    ("[micro.rate]\nquick = true\nduration_s = 30\n", "c.toml:micro.rate.quick: cannot be combined with duration_s"),
     ("kind = \"something-else\"\n", "c.toml:kind: expected 'cepkit.config'"),
     ("schema_version = 9\n", "c.toml:schema_version: expected 1, got 9"),
     ("[pairs\nscale_factor = 1\n", "c.toml: invalid TOML"),

@@ -170,12 +170,12 @@ def test_two_markets_pairs_stay_within_market(tmp_path):
 
 
 def test_deterministic_bytes(tmp_path):
-    cfg = pairs_config(file_count=2, rate={"quick": True, "duration_s": 20.0})
+    cfg = pairs_config(file_count=2, rate={"duration_s": 20.0})
     a, b = generate_pairs(cfg, tmp_path / "a"), generate_pairs(cfg, tmp_path / "b")
     assert [f["sha256"] for f in a.manifest["files"]] == [f["sha256"] for f in b.manifest["files"]]
     for name in ("manifest.json", "pairs-aux.json", *(f["path"] for f in a.manifest["files"])):
         assert sha256_of(tmp_path / "a" / name) == sha256_of(tmp_path / "b" / name), name
-    c = generate_pairs(pairs_config(file_count=2, seed=43, rate={"quick": True, "duration_s": 20.0}), tmp_path / "c")
+    c = generate_pairs(pairs_config(file_count=2, seed=43, rate={"duration_s": 20.0}), tmp_path / "c")
     assert c.manifest["files"][0]["sha256"] != a.manifest["files"][0]["sha256"]
 
 

@@ -6,6 +6,8 @@ import importlib
 
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("pairs", "kit.cli.datagen_pairs"),
+    ("micro", "kit.cli.datagen_micro"),
+    ("convert", "kit.cli.datagen_convert"),
 )
 
 
