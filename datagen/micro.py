@@ -32,11 +32,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from datagen.arrivals import ArrivalStream
+from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
                             SplitWriter, StagedDir, arrow_schema, library_versions, sha256_of, write_json)
 from kit.config import MicroConfig
 from kit.errors import CepkitError
-from kit.profiles import RateProfile, build_profile
+from kit.profiles import RateProfile
 from kit.records import join_table, micro_event
 
 # About 8 M generated values (64 MiB of doubles) per chunk, at most 2^20 events.
@@ -63,11 +64,7 @@ def chunk_events(num_attributes: int) -> int:
 
 
 def micro_profile(cfg: MicroConfig) -> RateProfile:
-    r = cfg.rate
-    basis = float(r.basis_rate_eps)
-    return build_profile(r.profile, basis_eps=basis, peak_eps=basis * r.peak_factor, quick=r.quick,
-                         varying=r.varying,
-                         duration_ms=None if r.duration_s is None else int(round(r.duration_s * 1000)))
+    return profile_for(cfg.rate, float(cfg.rate.basis_rate_eps))
 
 
 @dataclass(frozen=True)
@@ -126,18 +123,6 @@ def uniform_columns(rng: np.random.Generator, columns: int, rows: int) -> np.nda
     return rng.uniform(ATTR_LOW, ATTR_HIGH, size=(columns, rows))
 
 
-def file_bounds(profile: RateProfile, file_count: int, start_epoch_ms: int) -> list[int]:
-    """First TS of files 2..F: where the expected event count reaches i/F of the total."""
-    cut_ms = profile.inverse_cumulative(np.arange(1, file_count) * profile.expected_events / file_count)
-    return [start_epoch_ms + int(np.floor(t)) for t in cut_ms]
-
-
-def phase_counts(profile: RateProfile, rel_ms: np.ndarray) -> np.ndarray:
-    starts = profile.phase_starts_ms()
-    n = len(profile.phases)
-    return np.bincount(np.searchsorted(starts, rel_ms, side="right") - 1, minlength=n)[:n]
-
-
 def write_stream(name: str, cfg: MicroConfig, profile: RateProfile, rngs: StreamRngs, ids: IdSampler,
                  directory: Path, on_chunk: Callable[[int], None]) -> dict:
     """Generate one stream's files; returns its manifest entry."""
@@ -161,12 +146,9 @@ def write_stream(name: str, cfg: MicroConfig, profile: RateProfile, rngs: Stream
         writer.write(pa.Table.from_arrays(columns, schema=schema))
         rows += m
         on_chunk(m)
-    starts = profile.phase_starts_ms()
     return {"name": name, "columns": schema.names, "rows": rows,
             "expected_rows": profile.expected_events, "files": writer.close(),
-            "phases": [{"name": ph.name, "rows": int(per_phase[i]), "expected_rows": ph.expected_events,
-                        "start_ms": int(starts[i]), "end_ms": int(starts[i + 1])}
-                       for i, ph in enumerate(profile.phases)]}
+            "phases": phase_summary(profile, per_phase)}
 
 
 def _table_writer(path: Path, schema: pa.Schema, fmt: str):

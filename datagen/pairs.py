@@ -27,9 +27,10 @@ from datagen.arrivals import ArrivalStream
 from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
                             SplitWriter, StagedDir, library_versions, write_json)
 from datagen.prices import CorrelatedGBM
+from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.symbols import make_symbols
 from kit.config import PairsConfig
-from kit.profiles import RateProfile, build_profile
+from kit.profiles import RateProfile
 from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
 
 AUX_KIND = "cepkit.pairs-aux"
@@ -68,10 +69,7 @@ def make_plan(cfg: PairsConfig, rngs: dict[str, np.random.Generator] | None = No
     model = ScaleModel.from_sf(cfg.scale_factor, symbols=cfg.symbols, correlations=cfg.correlations,
                                strategies=cfg.strategies, basis_rate_eps=cfg.rate.basis_rate_eps,
                                peak_factor=cfg.rate.peak_factor)
-    r = cfg.rate
-    profile = build_profile(r.profile, basis_eps=model.basis_rate_eps, peak_eps=model.peak_rate_eps,
-                            quick=r.quick, varying=r.varying,
-                            duration_ms=None if r.duration_s is None else int(round(r.duration_s * 1000)))
+    profile = profile_for(cfg.rate, model.basis_rate_eps)
     symbols = make_symbols(model.symbols, rngs["symbols"])
     blocks = np.array_split(np.arange(model.symbols), model.markets)
     market_of = np.concatenate([np.full(len(b), m) for m, b in enumerate(blocks)])
@@ -121,10 +119,7 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
     chunk = max(1, CHUNK_EVENTS // n_sym) * n_sym
     sym_cycle = np.tile(np.arange(n_sym, dtype=np.int32), chunk // n_sym)
     dictionary = pa.array(plan.symbols, type=pa.string())
-    # Files split where the expected event count reaches i/file_count of the total.
-    cut_ms = profile.inverse_cumulative(np.arange(1, cfg.file_count) * profile.expected_events / cfg.file_count)
-    bounds = [cfg.start_epoch_ms + int(np.floor(t)) for t in cut_ms]
-    phase_starts = profile.phase_starts_ms()
+    bounds = file_bounds(profile, cfg.file_count, cfg.start_epoch_ms)
     phase_rows = np.zeros(len(profile.phases), dtype=np.int64)
     total = 0
 
@@ -139,8 +134,7 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
             prices = gbm.step_rounds(t_ms)
             sizes = rngs["sizes"].integers(10, 101, size=m, dtype=np.int32) * np.int32(10)
             rel_ms = np.floor(t_ms).astype(np.int64)
-            phase_rows += np.bincount(np.searchsorted(phase_starts, rel_ms, side="right") - 1,
-                                      minlength=len(profile.phases))[: len(profile.phases)]
+            phase_rows += phase_counts(profile, rel_ms)
             symbol = pa.DictionaryArray.from_arrays(pa.array(sym_cycle[:m]), dictionary)
             table = pa.Table.from_arrays(
                 [symbol, pa.array(prices), pa.array(sizes), pa.array(rel_ms + cfg.start_epoch_ms)],
@@ -161,9 +155,7 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
             "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
             "columns": [f.name for f in TICK_FILE_SCHEMA], "chunk_events": chunk,
             "aux_file": AUX_FILE, "total_rows": total, "files": files,
-            "phases": [{"name": ph.name, "rows": int(phase_rows[i]), "expected_rows": ph.expected_events,
-                        "start_ms": int(phase_starts[i]), "end_ms": int(phase_starts[i + 1])}
-                       for i, ph in enumerate(profile.phases)],
+            "phases": phase_summary(profile, phase_rows),
         }
         write_json(tmp / MANIFEST_FILE, manifest)
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)
