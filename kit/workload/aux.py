@@ -1,0 +1,118 @@
+"""The Pairs auxiliary file (`pairs-aux.json`, thesis B.1): symbols, markets and correlated pairs.
+
+Datagen writes it next to the ticks; the query generator reads it to assign strategies to pairs,
+and the strategies reader uses it to check that every strategy watches a correlated pair of the
+dataset. The layout is documented in `specs/DATA.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import CepkitError, at
+from kit.workload.common import SpecError, as_tuple, integer, need
+
+AUX_KIND = "cepkit.pairs-aux"
+AUX_SCHEMA_VERSION = 1
+AUX_FILE = "pairs-aux.json"
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """A correlated pair; `symbol2` is the symbol whose moves follow `symbol1`'s."""
+
+    symbol1: str
+    symbol2: str
+    market: int
+
+
+@dataclass(frozen=True)
+class PairsAux:
+    scale_factor: int
+    markets: int
+    num_strategies: int
+    max_strategies_per_pair: int
+    seed: int | None                            # None for a dataset converted from CSV
+    symbols: tuple[tuple[str, int], ...]        # (symbol, market) in the dataset's order
+    correlations: tuple[Correlation, ...]       # market by market
+
+    def __post_init__(self) -> None:
+        as_tuple(self, "symbols", "correlations")
+        integer("scale_factor", self.scale_factor, 1)
+        integer("markets", self.markets, 1)
+        integer("num_strategies", self.num_strategies, 1)
+        integer("max_strategies_per_pair", self.max_strategies_per_pair, 1)
+        if self.seed is not None:
+            integer("seed", self.seed, 0)
+        market_of = dict(self.symbols)
+        need(len(market_of) == len(self.symbols), "symbols: a symbol is listed twice")
+        for sym, m in self.symbols:
+            need(isinstance(m, int) and 0 <= m < self.markets,
+                 f"symbols: {sym} has market {m}, expected 0..{self.markets - 1}")
+        for i, c in enumerate(self.correlations):
+            for s in (c.symbol1, c.symbol2):
+                need(s in market_of, f"correlations[{i}]: unknown symbol {s}")
+                need(market_of[s] == c.market, f"correlations[{i}]: {s} is in market {market_of[s]}, not {c.market}")
+            need(c.symbol1 != c.symbol2, f"correlations[{i}]: a symbol cannot be paired with itself")
+
+    @property
+    def symbol_set(self) -> frozenset[str]:
+        return frozenset(s for s, _ in self.symbols)
+
+    @property
+    def pair_set(self) -> frozenset[frozenset[str]]:
+        return frozenset(frozenset((c.symbol1, c.symbol2)) for c in self.correlations)
+
+    def market_pairs(self, market: int) -> tuple[Correlation, ...]:
+        return tuple(c for c in self.correlations if c.market == market)
+
+
+def aux_from_document(doc: dict) -> PairsAux:
+    """Build the model from the JSON document; a `SpecError` names the bad key."""
+    need(isinstance(doc, dict), "expected a JSON object")
+    need(doc.get("kind") == AUX_KIND, f"kind must be {AUX_KIND}, got {doc.get('kind')!r}")
+    need(doc.get("schema_version") == AUX_SCHEMA_VERSION,
+         f"schema_version must be {AUX_SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
+    keys = ("scale_factor", "markets", "num_strategies", "max_strategies_per_pair", "seed", "symbols",
+            "correlations")
+    missing = [k for k in keys if k not in doc]
+    need(not missing, f"missing key(s): {', '.join(missing)}")
+    try:
+        symbols = tuple((str(s["symbol"]), s["market"]) for s in doc["symbols"])
+        correlations = tuple(Correlation(str(c["symbol1"]), str(c["symbol2"]), c["market"])
+                             for c in doc["correlations"])
+    except (TypeError, KeyError) as e:
+        raise SpecError(f"symbols/correlations entries are malformed ({e})") from None
+    aux = PairsAux(scale_factor=doc["scale_factor"], markets=doc["markets"],
+                   num_strategies=doc["num_strategies"], max_strategies_per_pair=doc["max_strategies_per_pair"],
+                   seed=doc["seed"], symbols=symbols, correlations=correlations)
+    for key, n in (("num_symbols", len(aux.symbols)), ("num_correlations", len(aux.correlations))):
+        if key in doc:
+            need(doc[key] == n, f"{key} is {doc[key]!r} but {n} are listed")
+    return aux
+
+
+def aux_path(path: str | os.PathLike) -> Path:
+    """A dataset directory stands for the auxiliary file inside it."""
+    p = Path(path)
+    return p / AUX_FILE if p.is_dir() else p
+
+
+def load_aux(path: str | os.PathLike) -> PairsAux:
+    """Read `pairs-aux.json` (or a dataset directory holding one); errors are one line naming the file."""
+    p = aux_path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise CepkitError(f"{p}: auxiliary file not found") from None
+    except OSError as e:
+        raise CepkitError(f"{p}: cannot read: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise at(p, e.lineno, f"invalid JSON: {e.msg}") from None
+    try:
+        return aux_from_document(doc)
+    except SpecError as e:
+        raise at(p, None, e.message) from None

@@ -1,0 +1,120 @@
+"""Pairs strategies: counts and pair coverage per scale factor, Table B.1's values, determinism."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from datagen.pairs import aux_document, make_plan
+from kit.config import PairsConfig
+from kit.errors import CepkitError
+from kit.workload import (AVAILABLE_FUNDS_CENTS, BANDS_MULTIPLIERS, NUM_PERIODS, PERIOD_LENGTHS_S, STOP_LOSS_PERCS,
+                          parse_spec, to_xml)
+from kit.workload.aux import aux_from_document
+from querygen.strategies import assign_pairs, generate_strategies, strategies_for
+
+
+def aux_for(sf: int, **changes):
+    return aux_from_document(aux_document(make_plan(PairsConfig(scale_factor=sf, **changes))))
+
+
+@pytest.fixture(scope="module")
+def auxes():
+    return {sf: aux_for(sf) for sf in (1, 2, 10, 11, 15)}
+
+
+# sf -> (strategies per market, strategies per pair in each market)
+EXPECTED = {1: ([25], [1]), 2: ([50], [2]), 10: ([250], [10]), 11: ([250, 25], [10, 1]),
+            15: ([250, 125], [10, 5])}
+
+
+@pytest.mark.parametrize("sf", sorted(EXPECTED))
+def test_counts_and_pair_coverage(auxes, sf):
+    aux = auxes[sf]
+    spec = strategies_for(aux, 42)
+    per_market, per_pair = EXPECTED[sf]
+    market_of = dict(aux.symbols)
+    assert len(spec) == 25 * sf
+    assert [Counter(market_of[s.symbol1] for s in spec.strategies)[m] for m in range(aux.markets)] == per_market
+    pair_counts = Counter(frozenset(s.pair) for s in spec.strategies)
+    for m, expected in enumerate(per_pair):
+        pairs = aux.market_pairs(m)
+        assert len(pairs) == 25
+        # every correlated pair of the market is watched, and all equally often
+        assert [pair_counts[frozenset((c.symbol1, c.symbol2))] for c in pairs] == [expected] * 25
+    assert set(pair_counts) <= aux.pair_set
+    # 5 strategies per user, users numbered in order
+    users = Counter(s.user for s in spec.strategies)
+    assert len(users) == 5 * sf and set(users.values()) == {5}
+    assert [s.alias for s in spec.strategies] == [f"st_{i:05d}" for i in range(1, 25 * sf + 1)]
+    assert spec.strategies[5].user == "u_00002" and spec.strategies[-1].user == f"u_{5 * sf:05d}"
+
+
+def test_rounds_cover_each_pair_once_before_repeating(auxes):
+    aux = auxes[15]
+    spec = strategies_for(aux, 3)
+    market_pairs = [{frozenset((c.symbol1, c.symbol2)) for c in aux.market_pairs(m)} for m in range(2)]
+    for start in range(0, 375, 25):
+        block = {frozenset(s.pair) for s in spec.strategies[start:start + 25]}
+        assert block == market_pairs[0 if start < 250 else 1], start
+    # rounds visit the pairs in a fresh order
+    assert [s.pair for s in spec.strategies[:25]] != [s.pair for s in spec.strategies[25:50]]
+
+
+def test_pair_strategies_belong_to_different_users_and_differ(auxes):
+    spec = strategies_for(auxes[10], 11)
+    by_pair: dict[frozenset, list] = {}
+    for s in spec.strategies:
+        by_pair.setdefault(frozenset(s.pair), []).append(s)
+    assert len(by_pair) == 25
+    for strategies in by_pair.values():
+        assert len({s.user for s in strategies}) == 10
+        params = {(s.available_funds, s.period_length, s.num_periods, s.bands_multiplier, s.stop_loss_perc)
+                  for s in strategies}
+        assert len(params) == 10
+
+
+def test_parameters_come_only_from_table_b1(auxes):
+    assert AVAILABLE_FUNDS_CENTS == (1_000_000, 2_000_000, 5_000_000)
+    assert PERIOD_LENGTHS_S == (5, 10, 20, 30, 60)
+    assert NUM_PERIODS == (5, 6, 7, 8, 9, 10, 15, 20, 25, 30)
+    assert BANDS_MULTIPLIERS == (1.2, 1.5, 1.8, 2.0)
+    assert STOP_LOSS_PERCS == (0.1, 0.2, 0.3)
+    spec = strategies_for(auxes[15], 42)
+    seen = {name: Counter(getattr(s, name) for s in spec.strategies)
+            for name in ("available_funds", "period_length", "num_periods", "bands_multiplier", "stop_loss_perc")}
+    # 375 uniform draws hit every value of every set, and nothing else
+    assert set(seen["available_funds"]) == set(AVAILABLE_FUNDS_CENTS)
+    assert set(seen["period_length"]) == set(PERIOD_LENGTHS_S)
+    assert set(seen["num_periods"]) == set(NUM_PERIODS)
+    assert set(seen["bands_multiplier"]) == set(BANDS_MULTIPLIERS)
+    assert set(seen["stop_loss_perc"]) == set(STOP_LOSS_PERCS)
+    # roughly uniform: each of the 3 funds values about 125 times
+    assert all(90 <= n <= 160 for n in seen["available_funds"].values())
+
+
+def test_deterministic_for_a_seed_and_different_for_another(auxes):
+    aux = auxes[2]
+    a = to_xml(strategies_for(aux, 7))
+    assert a == to_xml(strategies_for(aux, 7))
+    assert a == to_xml(generate_strategies(aux, np.random.default_rng(7), seed=7))
+    assert a != to_xml(strategies_for(aux, 8))
+    assert b'seed="7"' in a.splitlines()[1] and b'scaleFactor="2"' in a.splitlines()[1]
+    # the aux file's own seed drives the symbols, not the strategies: same pairs, new draws
+    assert parse_spec(a, "a.xml", aux=aux) == strategies_for(aux, 7)
+
+
+def test_too_many_strategies_for_the_pairs_is_an_error():
+    aux = aux_for(1, strategies=251)
+    with pytest.raises(CepkitError, match=r"251 strategies do not fit the dataset: 25 correlated pairs x 10 .* = 250"):
+        strategies_for(aux, 1)
+
+
+def test_overridden_pair_count_follows_the_same_rule():
+    aux = aux_for(1, correlations=30, strategies=45)
+    pairs = assign_pairs(aux, np.random.default_rng(0))
+    counts = Counter(frozenset((c.symbol1, c.symbol2)) for c in pairs)
+    assert len(counts) == 30 and sorted(Counter(counts.values()).items()) == [(1, 15), (2, 15)]
+    assert {frozenset((c.symbol1, c.symbol2)) for c in pairs[:30]} == aux.pair_set
