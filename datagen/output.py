@@ -46,16 +46,6 @@ def arrow_schema(record_schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in record_schema.fields])
 
 
-def fresh_dir(parent: Path, stem: str) -> Path:
-    """`parent/stem`, or `parent/stem-2`, `-3`, ... if taken: never an existing directory."""
-    parent.mkdir(parents=True, exist_ok=True)
-    candidate, n = parent / stem, 1
-    while candidate.exists():
-        n += 1
-        candidate = parent / f"{stem}-{n}"
-    return candidate
-
-
 class StagedDir:
     """Context manager: write into a staging dir, rename to `final` on success, delete on failure."""
 

@@ -6,3 +6,21 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECS_DIR = REPO_ROOT / "specs"
+
+
+def fresh_path(parent: Path, name: str) -> Path:
+    """`parent/name`, or `stem-2.ext`, `stem-3.ext`, ... if taken: never an existing path.
+
+    Every output (datasets, specs, runs, reports) goes to a fresh path so nothing written
+    earlier is overwritten. The parent directory is created.
+    """
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    stem, suffix = Path(name).stem, Path(name).suffix
+    if not suffix or suffix[1:].isdigit():  # a directory name like "pairs-sf1-seed42" has no extension
+        stem, suffix = name, ""
+    candidate, n = parent / name, 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{stem}-{n}{suffix}"
+    return candidate

@@ -26,16 +26,6 @@ class Written:
     details: str
 
 
-def fresh_file(parent: Path, file_name: str) -> Path:
-    """`parent/file_name`, or `name-2.xml`, `name-3.xml`, ... if taken: never an existing file."""
-    stem, suffix = Path(file_name).stem, Path(file_name).suffix
-    candidate, n = Path(parent) / file_name, 1
-    while candidate.exists():
-        n += 1
-        candidate = Path(parent) / f"{stem}-{n}{suffix}"
-    return candidate
-
-
 def describe(spec: StrategySet | Suite | Workload, path: Path, aux: PairsAux | None = None) -> Written:
     if isinstance(spec, StrategySet):
         details = f"SF {spec.scale_factor}, seed {spec.seed}, {len(spec.users):,} users"

@@ -55,14 +55,14 @@ def spec_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from datagen.convert import convert_csv
-    from datagen.output import fresh_dir
+    from kit.paths import fresh_path
     from kit.cli.progress import console, progress_bar
     from kit.config import load_config
 
     spec = spec_from_args(args)
     config = load_config(args.config, args.overrides)
     stem = f"convert-{spec.kind}-{spec.input.stem}"
-    out = Path(args.out) if args.out else fresh_dir(Path(config.paths.datagen_dir), stem)
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
     with progress_bar(f"convert {spec.input.name}") as update:
         ds = convert_csv(spec, out, progress=update)
     m = ds.manifest

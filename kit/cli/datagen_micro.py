@@ -48,7 +48,7 @@ def micro_overrides(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from datagen.micro import generate_micro
-    from datagen.output import fresh_dir
+    from kit.paths import fresh_path
     from kit.cli.progress import console, progress_bar
     from kit.config import load_config
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     r = cfg.rate
     stem = (f"micro-{r.profile}{'-quick' if r.quick else ''}-s{cfg.streams}-id{cfg.max_id}"
             f"{f'-zipf{cfg.zipf_s:g}' if cfg.zipf_s > 0 else ''}-seed{cfg.seed}")
-    out = Path(args.out) if args.out else fresh_dir(Path(config.paths.datagen_dir), stem)
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
     with progress_bar(f"micro {cfg.streams} stream(s)") as update:
         ds = generate_micro(cfg, out, config_toml=config.to_toml(), progress=update)
     m = ds.manifest

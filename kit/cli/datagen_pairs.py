@@ -37,7 +37,7 @@ def shortcut_overrides(args: argparse.Namespace, section: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datagen.output import fresh_dir
+    from kit.paths import fresh_path
     from datagen.pairs import generate_pairs
     from kit.cli.progress import console, progress_bar
     from kit.config import load_config
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.pairs
     r = cfg.rate
     stem = f"pairs-sf{cfg.scale_factor}-{r.profile}{'-quick' if r.quick else ''}-seed{cfg.seed}"
-    out = Path(args.out) if args.out else fresh_dir(Path(config.paths.datagen_dir), stem)
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
     with progress_bar(f"ticks SF={cfg.scale_factor}") as update:
         ds = generate_pairs(cfg, out, config_toml=config.to_toml(), progress=update)
     m = ds.manifest

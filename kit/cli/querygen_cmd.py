@@ -71,14 +71,15 @@ def run_pairs(args: argparse.Namespace) -> int:
     from kit.config import load_config
     from kit.errors import CepkitError
     from kit.workload import load_aux
-    from querygen.output import default_strategies_name, fresh_file, write_strategies
+    from kit.paths import fresh_path
+    from querygen.output import default_strategies_name, write_strategies
 
     config = load_config(args.config, args.overrides)
     aux = load_aux(args.aux)
     seed = args.seed if args.seed is not None else (aux.seed if aux.seed is not None else config.pairs.seed)
     if seed < 0:
         raise CepkitError(f"--seed must be >= 0, got {seed}")
-    out = Path(args.out) if args.out else fresh_file(Path(config.paths.querygen_dir),
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.querygen_dir),
                                                       default_strategies_name(aux, seed))
     _show([write_strategies(aux, seed, out)], "querygen pairs: wrote")
     return 0
@@ -87,7 +88,8 @@ def run_pairs(args: argparse.Namespace) -> int:
 def run_micro(args: argparse.Namespace) -> int:
     from kit.config import load_config
     from kit.errors import CepkitError
-    from querygen.output import fresh_file, write_suite
+    from kit.paths import fresh_path
+    from querygen.output import write_suite
     from querygen.suites import suite_file_name, suite_names
 
     config = load_config(args.config, args.overrides)
@@ -100,7 +102,7 @@ def run_micro(args: argparse.Namespace) -> int:
         parent = Path(args.out) if args.out else Path(config.paths.querygen_dir)
         if args.out and parent.exists():
             raise CepkitError(f"{args.out}: already exists; with --suite all, --out names a new directory")
-        targets = {n: fresh_file(parent, suite_file_name(n, args.quick)) for n in names}
+        targets = {n: fresh_path(parent, suite_file_name(n, args.quick)) for n in names}
     rows = [write_suite(n, args.quick, path) for n, path in targets.items()]
     _show(rows, "querygen micro: wrote")
     return 0
