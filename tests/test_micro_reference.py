@@ -8,7 +8,6 @@ gets an answer over data generated for its workload.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +17,7 @@ from datagen.micro import generate_micro
 from kit.config import load_config
 from kit.errors import CepkitError
 from kit.paths import SPECS_DIR
-from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
+from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent,
                           TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, output_schema,
                           read_suite)
 from validator.micro_inputs import merge_order
