@@ -14,11 +14,8 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-
-import psutil
 
 # This script is named like the package it measures; keep its own folder off the import path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -26,28 +23,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from datagen.pairs import generate_pairs  # noqa: E402
 from kit.config import load_config  # noqa: E402
 
-
-class PeakRss:
-    """Samples this process's resident set size in a background thread."""
-
-    def __init__(self, every_s: float = 0.05):
-        self.proc = psutil.Process(os.getpid())
-        self.peak = self.proc.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
-
-    def _run(self, every_s: float) -> None:
-        while not self._stop.wait(every_s):
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-
-    def __enter__(self) -> "PeakRss":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.proc.memory_info().rss)
+# The packages are imported; now this folder may join the path for the shared helper.
+sys.path.append(str(Path(__file__).resolve().parent))
+from benchmarks_common import PeakRss  # noqa: E402
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.workload import PairsStrategy
 from validator.ticks import TickBatch, iter_ticks
 
 FLAT, LONG_SHORT, SHORT_LONG = "FLAT", "LONG_SHORT", "SHORT_LONG"
@@ -45,6 +46,12 @@ class StrategyParams:
             raise CepkitError(f"strategy {self.alias}: symbol1 and symbol2 are both {self.symbol1}")
         if self.period_length_s <= 0 or self.num_periods < 1 or self.available_funds_cents < 0:
             raise CepkitError(f"strategy {self.alias}: invalid parameters")
+
+    @classmethod
+    def of(cls, s: PairsStrategy) -> "StrategyParams":
+        """From the strategies spec model (funds are already in cents there)."""
+        return cls(s.alias, s.symbol1, s.symbol2, int(s.available_funds), int(s.period_length),
+                   int(s.num_periods), float(s.bands_multiplier), float(s.stop_loss_perc))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,31 @@
+"""Helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import psutil
+
+
+class PeakRss:
+    """Samples this process's resident set size in a background thread."""
+
+    def __init__(self, every_s: float = 0.05):
+        self.proc = psutil.Process(os.getpid())
+        self.peak = self.proc.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def __enter__(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
