@@ -24,16 +24,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import datetime as dt
 import gc
 import io
 import itertools
-import math
 import os
 import re
 import time
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -41,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datagen.csv_values import (BadValue, FAST_TIMESTAMP, Fallback, fast_double, fast_int32,
+                                 fast_positive_int32, parse_double, parse_int32, parse_symbol, positive_int_parser, timestamp_parser)
 from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
                             SplitWriter, StagedDir, arrow_schema, library_versions, sha256_of, write_json)
 from datagen.pairs import AUX_FILE, AUX_KIND, AUX_SCHEMA_VERSION, TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
@@ -56,13 +55,7 @@ MICRO_STREAM = "S1"
 CHUNK_ROWS = 1 << 16
 # Timestamps kept by the first pass to place the file splits; more rows are subsampled.
 SPLIT_SAMPLES = 1 << 16
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MAX = 2**63 - 1
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 ATTRIBUTE_NAME = re.compile(r"A([0-9]+)")
-INTEGER = re.compile(r"[+-]?[0-9]+")
-FAST_INTEGER = "^-?[0-9]+$"          # what Arrow's string-to-int cast reads exactly like int()
-DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 Progress = Callable[[int, float], None]
 
@@ -136,10 +129,6 @@ def _one_of(what: str, value: str, choices: tuple[str, ...]) -> None:
 
 # --- reading the CSV ------------------------------------------------------------------------
 
-class _Bad(Exception):
-    """A bad field value; the row loop adds file, line and field name."""
-
-
 class CsvRecords:
     """The non-empty records of a CSV file (the header first), read in batches at C speed.
 
@@ -211,8 +200,8 @@ class CsvRecords:
 class Column:
     """One output field: where it comes from in the CSV and how its text is parsed.
 
-    `parse` is the definition (one value at a time, raising _Bad); `fast` is an optional
-    vectorized equivalent over a whole chunk that raises _Fallback on anything it is not sure
+    `parse` is the definition (one value at a time, raising BadValue); `fast` is an optional
+    vectorized equivalent over a whole chunk that raises Fallback on anything it is not sure
     of, leaving the verdict (and the error message) to `parse`.
     """
 
@@ -274,146 +263,6 @@ def _header_layout(spec: ConvertSpec, display: str, line: int, raw: list[str]) -
     return Layout(line, len(header), (*cols, ts))
 
 
-# --- field parsers: return the value or raise _Bad with what was expected -------------------
-
-def parse_int32(text: str) -> int:
-    t = text.strip()
-    if not INTEGER.fullmatch(t):
-        raise _Bad(f"expected an integer, got {text!r}")
-    v = int(t)
-    if not INT32_MIN <= v <= INT32_MAX:
-        raise _Bad(f"{v} does not fit a 32-bit integer")
-    return v
-
-
-def positive_int_parser(unit: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        t = text.strip()
-        if not INTEGER.fullmatch(t) or int(t) < 1:
-            raise _Bad(f"expected a positive integer{unit}, got {text!r}")
-        v = int(t)
-        if v > INT32_MAX:
-            raise _Bad(f"{v} does not fit a 32-bit integer")
-        return v
-    return parse
-
-
-def parse_double(text: str) -> float:
-    t = text.strip()
-    if not DECIMAL.fullmatch(t):
-        raise _Bad(f"expected a number, got {text!r}")
-    v = float(t)
-    if not math.isfinite(v):
-        raise _Bad(f"expected a finite number, got {text!r}")
-    return v
-
-
-def parse_symbol(text: str) -> str:
-    t = text.strip()
-    if not t:
-        raise _Bad("expected a symbol, got an empty value")
-    return t
-
-
-def timestamp_parser(unit: str) -> Callable[[str], int]:
-    """Text -> integer epoch ms (finer units are floored to the millisecond)."""
-    def checked(ms: int) -> int:
-        if not 0 <= ms <= INT64_MAX:
-            raise _Bad(f"{ms} ms is outside the epoch-ms range [0, 2^63)")
-        return ms
-
-    def ms(text: str) -> int:
-        t = text.strip()
-        if not INTEGER.fullmatch(t):
-            raise _Bad(f"expected an integer (ms), got {text!r}")
-        return checked(int(t))
-
-    def us(text: str) -> int:
-        t = text.strip()
-        if not INTEGER.fullmatch(t):
-            raise _Bad(f"expected an integer (us), got {text!r}")
-        return checked(int(t) // 1000)
-
-    def s(text: str) -> int:
-        t = text.strip()
-        if not DECIMAL.fullmatch(t):
-            raise _Bad(f"expected a number (s), got {text!r}")
-        # Decimal keeps "1767623400.123" exact; a float would give ...122.99999.
-        return checked(math.floor(Decimal(t) * 1000))
-
-    def iso(text: str) -> int:
-        t = text.strip()
-        try:
-            when = dt.datetime.fromisoformat(t)
-        except ValueError:
-            raise _Bad(f"expected an ISO-8601 datetime, got {text!r}") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-        return checked((when - EPOCH) // dt.timedelta(milliseconds=1))
-
-    return {"ms": ms, "us": us, "s": s, "iso": iso}[unit]
-
-
-# --- vectorized equivalents for the common case ---------------------------------------------
-# Each accepts a strict subset of what its per-value parser accepts (no spaces, no "+", plain
-# decimal digits) and gives the same values; anything else falls back to the per-value parser.
-
-class _Fallback(Exception):
-    """The vectorized parse is not sure; the per-value parser decides."""
-
-
-def _all(mask: pa.Array) -> bool:
-    return bool(pc.all(mask).as_py())
-
-
-def _plain_ints(strs: pa.Array) -> pa.Array:
-    if not _all(pc.match_substring_regex(strs, FAST_INTEGER)):
-        raise _Fallback
-    try:
-        return pc.cast(strs, pa.int64())
-    except pa.ArrowInvalid:       # beyond int64
-        raise _Fallback from None
-
-
-def _in_range(values: pa.Array, lo: int, hi: int) -> pa.Array:
-    if not (_all(pc.greater_equal(values, lo)) and _all(pc.less_equal(values, hi))):
-        raise _Fallback
-    return values
-
-
-def fast_int32(strs: pa.Array) -> pa.Array:
-    return _in_range(_plain_ints(strs), INT32_MIN, INT32_MAX).cast(pa.int32())
-
-
-def fast_positive_int32(strs: pa.Array) -> pa.Array:
-    return _in_range(_plain_ints(strs), 1, INT32_MAX).cast(pa.int32())
-
-
-def fast_double(strs: pa.Array) -> pa.Array:
-    if not _all(pc.match_substring_regex(strs, "^" + DECIMAL.pattern + "$")):
-        raise _Fallback
-    try:
-        values = pc.cast(strs, pa.float64())   # correctly rounded, like float()
-    except pa.ArrowInvalid:
-        raise _Fallback from None
-    if not _all(pc.is_finite(values)):
-        raise _Fallback
-    return values
-
-
-def _fast_scaled_ms(divisor: int, factor: int) -> Callable[[pa.Array], pa.Array]:
-    def parse(strs: pa.Array) -> pa.Array:
-        raw = _in_range(_plain_ints(strs), 0, INT64_MAX // factor)
-        return pa.array(raw.to_numpy() // divisor * factor)
-    return parse
-
-
-FAST_TIMESTAMP: dict[str, Callable[[pa.Array], pa.Array] | None] = {
-    "ms": _fast_scaled_ms(1, 1), "us": _fast_scaled_ms(1000, 1), "s": _fast_scaled_ms(1, 1000),
-    "iso": None,
-}
-
-
 # --- the row loop ---------------------------------------------------------------------------
 
 @dataclass
@@ -437,13 +286,13 @@ def _parse_column(col: Column, texts: tuple[str, ...]) -> tuple[pa.Array, tuple[
     if col.fast is not None:
         try:
             return col.fast(pa.array(texts, pa.string())), None
-        except _Fallback:
+        except Fallback:
             pass
     values = []
     for i, text in enumerate(texts):
         try:
             values.append(col.parse(text))
-        except _Bad as e:
+        except BadValue as e:
             return pa.array(values, col.type), (i, f"field {col.source!r}: {e}")
     return pa.array(values, col.type), None
 

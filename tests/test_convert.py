@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import datagen.convert as convert
+import datagen.csv_values as csv_values
 from datagen.convert import ConvertSpec, SplitSampler, convert_csv
 from datagen.output import sha256_of
 from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
@@ -129,7 +130,7 @@ def test_ticks_without_correlations_have_no_aux(tmp_path):
 def test_timestamp_units(tmp_path, unit, values, expected_ms):
     if expected_ms[-1] is None:   # 1.5e9 s is before the others: drop it, but check it parses
         values, expected_ms = values[:-1], expected_ms[:-1]
-        assert convert.timestamp_parser("s")("1.5e9") == 1_500_000_000_000
+        assert csv_values.timestamp_parser("s")("1.5e9") == 1_500_000_000_000
     text = "ID,A1,TS\n" + "".join(f"{i},1,{v}\n" for i, v in enumerate(values, 1))
     convert_csv(ConvertSpec(write(tmp_path, "e.csv", text), ts_unit=unit), tmp_path / "out")
     assert [r["TS"] for r in rows_of(tmp_path / "out", "S1-*")] == expected_ms
@@ -142,19 +143,19 @@ def test_timestamp_units(tmp_path, unit, values, expected_ms):
 ])
 def test_fast_timestamp_parsers_agree_with_the_definition(unit, texts):
     # The vectorized path must give the per-value parser's values, or decline.
-    slow = convert.timestamp_parser(unit)
+    slow = csv_values.timestamp_parser(unit)
     for text in texts:
         try:
             want = slow(text)
-        except convert._Bad:
+        except csv_values.BadValue:
             want = None
         try:
-            got = convert.FAST_TIMESTAMP[unit](pa.array([text])).to_pylist()[0]
-        except convert._Fallback:
+            got = csv_values.FAST_TIMESTAMP[unit](pa.array([text])).to_pylist()[0]
+        except csv_values.Fallback:
             got = None
         assert got == want, (unit, text)
-    assert convert.timestamp_parser("us")("1767623400123999") == T0 + 123
-    assert convert.timestamp_parser("us")(" 1767623400123999 ") == T0 + 123
+    assert csv_values.timestamp_parser("us")("1767623400123999") == T0 + 123
+    assert csv_values.timestamp_parser("us")(" 1767623400123999 ") == T0 + 123
 
 
 @pytest.mark.parametrize("fast, slow, texts", [
@@ -164,12 +165,12 @@ def test_fast_timestamp_parsers_agree_with_the_definition(unit, texts):
 def test_fast_field_parsers_agree_with_the_definition(fast, slow, texts):
     for text in texts:
         try:
-            want = getattr(convert, slow)(text)
-        except convert._Bad:
+            want = getattr(csv_values, slow)(text)
+        except csv_values.BadValue:
             want = None
         try:
-            got = getattr(convert, fast)(pa.array([text])).to_pylist()[0]
-        except convert._Fallback:
+            got = getattr(csv_values, fast)(pa.array([text])).to_pylist()[0]
+        except csv_values.Fallback:
             continue   # declining is always allowed
         assert got == want, text
 
