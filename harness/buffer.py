@@ -1,0 +1,130 @@
+"""The offset-addressed buffer of released events.
+
+Event i of the run (in global event order) has offset i. The release loop appends chunks as it
+reaches them and advances `released`; readers ask for any range [start, end) and get the rows
+below `released`. Released rows are never changed again, so a range served twice is served
+identically: that is what makes the engine's source replayable after a restart.
+
+Memory is bounded by `retain_bytes`: when a chunk is added and the retained chunks exceed it, the
+oldest fully released chunks are dropped (whole chunks; the chunk being released always stays).
+Reading below the first retained offset raises `OffsetEvictedError`.
+
+`pulled` is the high-water mark of the offsets served; `released - pulled` is the backlog.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+import numpy as np
+import pyarrow as pa
+
+from harness.protocol import BadRequestError, OffsetEvictedError
+
+
+class Chunk:
+    """Consecutive events [first, first + rows): payload columns, due times and TS values."""
+
+    __slots__ = ("first", "payload", "due_ms", "ts_ms", "rows", "nbytes")
+
+    def __init__(self, first: int, payload: pa.RecordBatch, due_ms: np.ndarray, ts_ms: np.ndarray):
+        self.first = first
+        self.payload = payload
+        self.due_ms = due_ms          # absolute epoch ms at which each event is due
+        self.ts_ms = ts_ms            # the TS each event carries; in send mode filled on release
+        self.rows = payload.num_rows
+        self.nbytes = payload.nbytes + due_ms.nbytes + (0 if ts_ms is due_ms else ts_ms.nbytes)
+
+    @property
+    def end(self) -> int:
+        return self.first + self.rows
+
+    def batch(self, lo: int, hi: int, schema: pa.Schema, ts_index: int) -> pa.RecordBatch:
+        """Rows [lo, hi) of this chunk (chunk-relative) with TS inserted at `ts_index`."""
+        cols = list(self.payload.slice(lo, hi - lo).columns)
+        cols.insert(ts_index, pa.array(self.ts_ms[lo:hi]))
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+class ReleaseBuffer:
+    """Released events by offset, shared by the release thread and the server's threads."""
+
+    def __init__(self, retain_bytes: int, total_events: int):
+        self.retain_bytes = retain_bytes
+        self.total_events = total_events
+        self.cond = threading.Condition()
+        self._chunks: list[Chunk] = []
+        self._firsts: list[int] = []
+        self.retained_bytes = 0
+        self.released = 0
+        self.pulled = 0
+        self.served_rows = 0             # counts re-reads too
+        self.reads = 0
+        self.retained_from = 0
+        self.finished = False            # every event released
+        self.failed: str | None = None   # why the run stopped early (a dataset error)
+        self.closed = False
+
+    def add(self, chunk: Chunk) -> None:
+        with self.cond:
+            self._chunks.append(chunk)
+            self._firsts.append(chunk.first)
+            self.retained_bytes += chunk.nbytes
+            while (len(self._chunks) > 1 and self.retained_bytes > self.retain_bytes
+                   and self._chunks[0].end <= self.released):
+                old = self._chunks.pop(0)
+                self._firsts.pop(0)
+                self.retained_bytes -= old.nbytes
+                self.retained_from = old.end
+
+    def publish(self, released: int) -> None:
+        with self.cond:
+            self.released = released
+            self.cond.notify_all()
+
+    def finish(self, failed: str | None = None) -> None:
+        with self.cond:
+            self.finished = failed is None
+            self.failed = failed
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        """Wake every waiting reader (the driver is stopping)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def wait_beyond(self, offset: int, timeout_s: float) -> int:
+        """Wait until more than `offset` events are released (or the run ended); return `released`."""
+        with self.cond:
+            if timeout_s > 0:
+                self.cond.wait_for(lambda: self.released > offset or self.finished or self.failed
+                                   or self.closed, timeout_s)
+            return self.released
+
+    def take(self, start: int, end: int, max_rows: int) -> tuple[int, list[tuple[Chunk, int, int]]]:
+        """The pieces of chunks holding [start, stop), stop = min(end, released, start + max_rows)."""
+        if start < 0 or end < start:
+            raise BadRequestError(f"read: bad range [{start}, {end})")
+        with self.cond:
+            self.reads += 1
+            if start < self.retained_from:
+                raise OffsetEvictedError(
+                    f"offset {start} was evicted: the driver retains offsets [{self.retained_from}, "
+                    f"{self.released}) of the released events (retain_bytes={self.retain_bytes}); "
+                    "give the driver a larger retain_bytes")
+            stop = min(end, self.released, start + max_rows)
+            pieces = []
+            pos = start
+            k = bisect.bisect_right(self._firsts, pos) - 1
+            while pos < stop:
+                c = self._chunks[k]
+                hi = min(stop, c.end)
+                pieces.append((c, pos - c.first, hi - c.first))
+                pos, k = hi, k + 1
+            if stop <= start:
+                return start, []
+            self.pulled = max(self.pulled, stop)
+            self.served_rows += stop - start
+            return stop, pieces

@@ -1,0 +1,168 @@
+"""Client of the driver's protocol, for the engine's source and for tools.
+
+`DriverClient` keeps one connection and reconnects transparently: every request is idempotent
+(reads address offsets, not "the next events"), so a request cut by a lost connection is simply
+sent again on a new one, until `reconnect_s` passes. One client serves one thread at a time (a
+lock makes concurrent use safe but serial); open one client per reader thread or partition. A
+client pickles without its socket, so it can be shipped to Spark's Python workers and connects on
+first use there.
+
+    with DriverClient(port=port) as c:
+        n = c.latest_offset()
+        table = c.read(0, n)          # pyarrow.Table with the driver's columns, TS included
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from harness.protocol import DriverError, ProtocolError, decode_table, raise_for, recv_frame, send_frame
+
+
+class DriverClient:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 30.0,
+                 reconnect_s: float = 10.0):
+        if not port:
+            raise DriverError("DriverClient: a port is required (the driver reports the one it chose)")
+        self.host, self.port = host, int(port)
+        self.timeout_s = timeout_s
+        self.reconnect_s = reconnect_s
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._info: dict | None = None
+        self._schema: pa.Schema | None = None
+        self.reconnects = 0
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_sock"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _request(self, header: dict, wait_ms: int = 0) -> tuple[dict, memoryview]:
+        where = f"driver at {self.host}:{self.port}"
+        deadline = None
+        with self._lock:
+            while True:
+                try:
+                    if self._sock is None:
+                        self._sock = self._connect()
+                    # A waiting request legitimately takes up to wait_ms before the answer starts.
+                    self._sock.settimeout(self.timeout_s + wait_ms / 1000.0)
+                    send_frame(self._sock, header)
+                    frame = recv_frame(self._sock)
+                    if frame is None:
+                        raise ConnectionResetError("connection closed by the driver")
+                except ProtocolError:
+                    self._drop()
+                    raise
+                except OSError as e:
+                    self._drop()
+                    now = time.monotonic()
+                    deadline = deadline or now + self.reconnect_s
+                    if now >= deadline:
+                        raise DriverError(f"{where}: unreachable: {e}") from None
+                    self.reconnects += 1
+                    time.sleep(0.05)
+                    continue
+                resp, body = frame
+                return raise_for(resp, where), body
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> "DriverClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- requests --------------------------------------------------------------------------------
+
+    def info(self) -> dict:
+        """The driver's `hello`: kind, streams, total_events, columns and clocks (cached once the
+        run has begun, since the clocks are fixed from then on)."""
+        if self._info is None or self._info["clocks"]["run_start_wall_ms"] is None:
+            resp, body = self._request({"op": "hello"})
+            self._info = resp["info"]
+            self._schema = decode_table(body).schema
+        return self._info
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Arrow schema of the events (TS included)."""
+        if self._schema is None:
+            self.info()
+        return self._schema
+
+    def latest_offset(self, *, after: int | None = None, wait_ms: int = 0) -> int:
+        """How many events have been released. With `after` and `wait_ms`, wait up to wait_ms for
+        more than `after` (returns at once when the run has ended)."""
+        req = {"op": "latest_offset", "wait_ms": int(wait_ms)}
+        if after is not None:
+            req["after"] = int(after)
+        return self._request(req, wait_ms)[0]["offset"]
+
+    def read_once(self, start: int, end: int, *, max_rows: int | None = None,
+                  wait_ms: int = 0) -> tuple[pa.Table, dict]:
+        """One `read` request: rows [start, stop) with stop <= end and <= the released offset,
+        and at most max_rows (and the driver's cap). Returns the table and the response header."""
+        req = {"op": "read", "start": int(start), "end": int(end), "wait_ms": int(wait_ms)}
+        if max_rows is not None:
+            req["max_rows"] = int(max_rows)
+        resp, body = self._request(req, wait_ms)
+        return decode_table(body), resp
+
+    def iter_batches(self, start: int, end: int, *, wait_ms: int = 0) -> Iterator[pa.RecordBatch]:
+        """Record batches covering [start, min(end, released)); only the first request waits."""
+        pos = start
+        while pos < end:
+            table, resp = self.read_once(pos, end, wait_ms=wait_ms if pos == start else 0)
+            if resp["rows"] == 0:
+                return
+            yield from table.to_batches()
+            pos = resp["end"]
+            if pos >= resp["released"]:
+                return
+
+    def read(self, start: int, end: int, *, wait_ms: int = 0) -> pa.Table:
+        """Rows [start, min(end, released)) as one table; empty (with the schema) when none are
+        released yet. Raises OffsetEvictedError for offsets the driver no longer retains."""
+        batches = list(self.iter_batches(start, end, wait_ms=wait_ms))
+        if not batches:
+            return self.schema.empty_table()
+        return pa.Table.from_batches(batches)
+
+    def stats(self) -> dict:
+        return self._request({"op": "stats"})[0]["stats"]
+
+    def begin(self, start_wall_ms: int | None = None) -> int:
+        """Start a held run (no-op if it has begun); returns run_start_wall_ms."""
+        req = {"op": "begin"}
+        if start_wall_ms is not None:
+            req["start_wall_ms"] = int(start_wall_ms)
+        return self._request(req)[0]["run_start_wall_ms"]

@@ -1,0 +1,335 @@
+"""Reading a datagen dataset in event order, one bounded chunk at a time.
+
+The driver never holds a whole run in memory (the standard Pairs run has 45 M ticks): it reads the
+files that `manifest.json` lists, in their listed order, through pyarrow's streaming readers
+(Parquet row batches, CSV blocks). Only the documented layout is used (specs/DATA.md,
+specs/datagen-micro.md), never the generators' code:
+
+- a manifest with a `streams` list is a microbenchmark dataset: stream `Si` has files of `ID`,
+  `A1..AN`, `TS` (TS = scheduled time on the simulated clock);
+- otherwise it is a tick dataset: its `files` hold `symbol`, `price`, `size`, `tickTS`, no `TS`.
+
+Each chunk comes out as the payload columns the driver serves (everything but `TS`, which the
+driver stamps) plus the simulated timestamps as an int64 numpy array. Several micro streams are
+merged into one event order as SEMANTICS.md section 1 says: by `TS`, then stream number, then
+row; a `stream` column then names each event's stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from kit.errors import CepkitError, at
+from kit.records import STOCK_TICK, STOCK_TICK_FILE, RecordSchema, micro_event
+
+MANIFEST = "manifest.json"
+MANIFEST_KIND = "cepkit.datagen-manifest"
+TICKS_STREAM = STOCK_TICK.name        # the one stream of a tick dataset
+STREAM_COLUMN = "stream"              # added when several micro streams are merged
+TS_COLUMN = "TS"
+ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
+
+
+def arrow_schema(schema: RecordSchema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in schema.fields])
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    rows: int
+
+
+@dataclass(frozen=True)
+class StreamFiles:
+    name: str
+    number: int                    # position among the dataset's streams: ties on TS go lowest first
+    files: tuple[SourceFile, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What the driver plays: the selected streams' files and the schemas in and out."""
+
+    directory: Path
+    kind: str                      # "ticks" or "micro"
+    format: str                    # "parquet" or "csv"
+    sim_start_ms: int              # the manifest's start_epoch_ms: simulated time 0 of the profile
+    streams: tuple[StreamFiles, ...]
+    file_schema: pa.Schema         # the columns as stored in every file
+    sim_ts_column: str             # tickTS or TS
+    out_schema: pa.Schema          # the columns the driver serves, TS included
+
+    @property
+    def total_rows(self) -> int:
+        return sum(s.rows for s in self.streams)
+
+    @property
+    def payload_schema(self) -> pa.Schema:
+        """`out_schema` without TS: what a chunk holds (TS is stamped per event on release)."""
+        return self.out_schema.remove(self.ts_index)
+
+    @property
+    def ts_index(self) -> int:
+        return self.out_schema.get_field_index(TS_COLUMN)
+
+
+def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = ()) -> Dataset:
+    """Check a dataset directory and its manifest; select `streams` (empty: all)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CepkitError(f"{directory}: dataset directory not found")
+    mpath = directory / MANIFEST
+    manifest = _read_manifest(mpath)
+    fmt = manifest.get("format")
+    if fmt not in ("parquet", "csv"):
+        raise at(mpath, "format", f"expected 'parquet' or 'csv', got {fmt!r}")
+    sim_start = manifest.get("start_epoch_ms")
+    if isinstance(sim_start, bool) or not isinstance(sim_start, int):
+        raise at(mpath, "start_epoch_ms", f"expected an integer (epoch ms), got {sim_start!r}")
+
+    if "streams" in manifest:
+        kind, ts_col = "micro", TS_COLUMN
+        available = _micro_streams(mpath, manifest)
+        file_schema = _micro_file_schema(mpath, manifest)
+    else:
+        kind, ts_col = "ticks", "tickTS"
+        available = (StreamFiles(TICKS_STREAM, 1, _files(mpath, manifest.get("files"), "files")),)
+        file_schema = arrow_schema(STOCK_TICK_FILE)
+
+    by_name = {s.name: s for s in available}
+    for name in streams:
+        if name not in by_name:
+            raise at(mpath, "streams", f"no stream {name!r} to play (the dataset has {', '.join(by_name)})")
+    chosen = tuple(s for s in available if not streams or s.name in streams)  # keep stream-number order
+
+    if kind == "ticks":
+        out = arrow_schema(STOCK_TICK)
+    else:
+        out = file_schema
+        if len(chosen) > 1:
+            out = out.append(pa.field(STREAM_COLUMN, pa.string(), nullable=False))
+    ds = Dataset(directory, kind, fmt, sim_start, chosen, file_schema, ts_col, out)
+    for s in chosen:
+        for f in s.files:
+            _check_file(ds, f)
+    return ds
+
+
+def _read_manifest(mpath: Path) -> dict:
+    if not mpath.is_file():
+        raise at(mpath, None, "not found: not a cepkit dataset directory")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise at(mpath, None, f"cannot read: {e}") from None
+    if not isinstance(manifest, dict):
+        raise at(mpath, None, "expected a JSON object")
+    if manifest.get("kind") != MANIFEST_KIND:
+        raise at(mpath, "kind", f"expected {MANIFEST_KIND!r}, got {manifest.get('kind')!r}")
+    if manifest.get("schema_version") != 1:
+        raise at(mpath, "schema_version", f"expected 1, got {manifest.get('schema_version')!r}")
+    return manifest
+
+
+def _files(mpath: Path, entries, where: str) -> tuple[SourceFile, ...]:
+    if not isinstance(entries, list) or not entries:
+        raise at(mpath, where, "expected a non-empty list of files")
+    out = []
+    for i, e in enumerate(entries):
+        name, rows = (e.get("path"), e.get("rows")) if isinstance(e, dict) else (None, None)
+        if not isinstance(name, str) or not name or isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise at(mpath, f"{where}[{i}]", "expected {\"path\": relative file name, \"rows\": count}")
+        rel = Path(name)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise at(mpath, f"{where}[{i}].path", f"must be a file inside the dataset directory, got {name!r}")
+        out.append(SourceFile(mpath.parent / rel, rows))
+    return tuple(out)
+
+
+def _micro_streams(mpath: Path, manifest: dict) -> tuple[StreamFiles, ...]:
+    entries = manifest["streams"]
+    if not isinstance(entries, list) or not entries:
+        raise at(mpath, "streams", "expected a non-empty list of streams")
+    out = []
+    for i, s in enumerate(entries):
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str):
+            raise at(mpath, f"streams[{i}].name", "expected a stream name")
+        out.append(StreamFiles(s["name"], i + 1, _files(mpath, s.get("files"), f"streams[{i}].files")))
+    return tuple(out)
+
+
+def _micro_file_schema(mpath: Path, manifest: dict) -> pa.Schema:
+    """ID, A1..AN, TS with the same N for every stream (they share one generator config)."""
+    widths = set()
+    for i, s in enumerate(manifest["streams"]):
+        cols = s.get("columns")
+        n = len(cols) - 2 if isinstance(cols, list) else -1
+        if n < 1 or list(cols) != list(micro_event(n).names):
+            raise at(mpath, f"streams[{i}].columns", f"expected ID, A1..AN, TS, got {cols!r}")
+        widths.add(n)
+    if len(widths) != 1:
+        raise at(mpath, "streams", f"streams differ in their number of attributes: {sorted(widths)}")
+    return arrow_schema(micro_event(widths.pop()))
+
+
+def _check_file(ds: Dataset, f: SourceFile) -> None:
+    """The file exists; for Parquet also its columns and row count (cheap: metadata only)."""
+    if not f.path.is_file():
+        raise at(f.path, None, f"listed in {MANIFEST} but missing")
+    if ds.format != "parquet":
+        return
+    try:
+        meta = pq.ParquetFile(f.path)
+    except (OSError, pa.ArrowException) as e:
+        raise at(f.path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+    names = set(meta.schema_arrow.names)
+    for name in ds.file_schema.names:
+        if name not in names:
+            raise at(f.path, name, "missing column")
+    if meta.metadata.num_rows != f.rows:
+        raise at(f.path, None, f"has {meta.metadata.num_rows} rows but {MANIFEST} says {f.rows}")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _read_file(ds: Dataset, f: SourceFile, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    """Batches of one file with exactly `file_schema`'s columns and types."""
+    schema = ds.file_schema
+    try:
+        if ds.format == "parquet":
+            batches = pq.ParquetFile(f.path).iter_batches(batch_size=chunk_rows, columns=schema.names)
+        else:
+            types = {fld.name: fld.type for fld in schema}
+            # CSV blocks are sized in bytes; ~48 bytes per row keeps them near chunk_rows rows.
+            batches = pacsv.open_csv(
+                f.path, read_options=pacsv.ReadOptions(block_size=max(1 << 16, chunk_rows * 48)),
+                convert_options=pacsv.ConvertOptions(column_types=types, include_columns=schema.names))
+        for batch in batches:
+            if batch.schema != schema:
+                batch = pa.RecordBatch.from_arrays(
+                    [batch.column(n).cast(fld.type) for n, fld in zip(schema.names, schema)], schema=schema)
+            yield batch
+    except (OSError, pa.ArrowException) as e:
+        raise at(f.path, None, f"cannot read: {_first_line(e)}") from None
+
+
+def iter_stream(ds: Dataset, stream: StreamFiles, chunk_rows: int) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """One stream's rows in order as (file-schema batch, simulated ts); checks order and counts."""
+    last_ts = None
+    for f in stream.files:
+        rows = 0
+        for batch in _read_file(ds, f, chunk_rows):
+            if batch.num_rows == 0:
+                continue
+            ts = batch.column(ds.sim_ts_column).to_numpy()
+            _check_order(f, ds.sim_ts_column, rows, ts, last_ts)
+            last_ts = int(ts[-1])
+            rows += batch.num_rows
+            yield batch, ts
+        if rows != f.rows:
+            raise at(f.path, None, f"has {rows} rows but {MANIFEST} says {f.rows}")
+
+
+def _check_order(f: SourceFile, column: str, first_row: int, ts: np.ndarray, last_ts: int | None) -> None:
+    """Row order is event order, so the simulated time never decreases (DATA.md)."""
+    if last_ts is not None and ts[0] < last_ts:
+        bad = 0
+    else:
+        down = np.flatnonzero(np.diff(ts) < 0)
+        if not down.size:
+            return
+        bad = int(down[0]) + 1
+    raise at(f.path, column, f"data row {first_row + bad + 1}: {int(ts[bad])} is earlier than the row "
+                             "before; rows must be in event order")
+
+
+def iter_events(ds: Dataset, chunk_rows: int) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """All selected events in event order as (payload batch, simulated ts ms) chunks."""
+    if len(ds.streams) == 1:
+        drop_ts = ds.kind == "micro"      # micro TS is re-stamped; tickTS stays in the payload
+        for batch, ts in iter_stream(ds, ds.streams[0], chunk_rows):
+            yield (batch.drop_columns([TS_COLUMN]) if drop_ts else batch), ts
+        return
+    yield from _merge(ds, chunk_rows)
+
+
+class _Pending:
+    """Rows read from one stream but not yet merged."""
+
+    def __init__(self, ds: Dataset, stream: StreamFiles, index: int, names: pa.Array, chunk_rows: int):
+        self.it = iter_stream(ds, stream, chunk_rows)
+        self.index, self.names = index, names
+        self.batch: pa.RecordBatch | None = None
+        self.ts = np.empty(0, dtype=np.int64)
+        self.done = False
+
+    def refill(self) -> None:
+        try:
+            batch, ts = next(self.it)
+        except StopIteration:
+            self.done = True
+            return
+        # Tag rows with the stream as a dictionary index: cheap to take, cast to strings at the end.
+        tag = pa.DictionaryArray.from_arrays(pa.array(np.full(batch.num_rows, self.index, dtype=np.int32)),
+                                             self.names)
+        batch = batch.drop_columns([TS_COLUMN]).append_column(STREAM_COLUMN, tag)
+        self.batch = batch if self.batch is None else pa.concat_batches([self.batch, batch])
+        self.ts = np.concatenate([self.ts, ts])
+
+    def take_before(self, bound: float) -> tuple[pa.RecordBatch | None, np.ndarray]:
+        n = int(np.searchsorted(self.ts, bound, side="left")) if np.isfinite(bound) else len(self.ts)
+        if n == 0:
+            return None, self.ts[:0]
+        head, ts = self.batch.slice(0, n), self.ts[:n]
+        self.batch, self.ts = self.batch.slice(n), self.ts[n:]
+        return head, ts
+
+
+def _merge(ds: Dataset, chunk_rows: int) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """k-way merge by (TS, stream number, row), a bounded chunk per stream at a time.
+
+    Rows with TS below every unfinished stream's last buffered TS can be ordered safely: no later
+    row of any stream can come before them. Rows *at* that bound wait, because the stream that
+    holds the bound may have more rows with the same TS in its next chunk.
+    """
+    names = pa.array([s.name for s in ds.streams])
+    pend = [_Pending(ds, s, i, names, chunk_rows) for i, s in enumerate(ds.streams)]
+    while True:
+        for p in pend:
+            while not p.done and len(p.ts) == 0:
+                p.refill()
+        live = [p for p in pend if not p.done]
+        if not live and all(len(p.ts) == 0 for p in pend):
+            return
+        bound = min((float(p.ts[-1]) for p in live), default=float("inf"))
+        parts = [p.take_before(bound) for p in pend]
+        parts = [(b, t) for b, t in parts if b is not None]
+        if not parts:
+            for p in live:
+                if p.ts[-1] == bound:
+                    p.refill()
+            continue
+        batch = pa.concat_batches([b for b, _ in parts]) if len(parts) > 1 else parts[0][0]
+        ts = np.concatenate([t for _, t in parts])
+        order = np.argsort(ts, kind="stable")     # parts are in stream order, rows in row order
+        batch = batch.take(pa.array(order))
+        cols = batch.columns[:-1] + [batch.column(STREAM_COLUMN).cast(pa.string())]
+        yield pa.RecordBatch.from_arrays(cols, schema=ds.payload_schema), ts[order]

@@ -1,0 +1,125 @@
+"""The driver's wire protocol: length-prefixed frames over TCP (specs/DRIVER.md).
+
+Every message, request or response, is one frame:
+
+    uint32 header_len | uint32 body_len | header (UTF-8 JSON object) | body (bytes)
+
+both lengths big-endian. Requests carry `{"op": ...}` and no body. Responses carry
+`{"ok": true, ...}` and, for `hello` and `read`, an Arrow IPC stream as body (the schema alone for
+`hello`; schema plus record batches for `read`). A failed request gets `{"ok": false, "error":
+code, "message": one line}`; the client turns the code back into the matching exception.
+
+Events travel as Arrow record batches, many per frame, so nothing on the hot path is per event.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+import pyarrow as pa
+
+from kit.errors import CepkitError
+
+PROTOCOL_VERSION = 1
+PREFIX = struct.Struct("!II")
+MAX_HEADER_BYTES = 1 << 20
+MAX_BODY_BYTES = (1 << 32) - 1
+OPS = ("hello", "latest_offset", "read", "stats", "begin")
+
+
+class DriverError(CepkitError):
+    """The driver refused or failed a request; the message is one line."""
+
+    code = "error"
+
+
+class OffsetEvictedError(DriverError):
+    """The requested offsets were released once but are no longer retained."""
+
+    code = "evicted"
+
+
+class BadRequestError(DriverError):
+    code = "bad_request"
+
+
+class ProtocolError(DriverError):
+    """A malformed frame: the connection is out of step and is closed."""
+
+    code = "protocol"
+
+
+ERRORS = {cls.code: cls for cls in (DriverError, OffsetEvictedError, BadRequestError, ProtocolError)}
+
+
+def error_header(err: BaseException) -> dict:
+    code = err.code if isinstance(err, DriverError) else "internal"
+    return {"ok": False, "error": code, "message": str(err) or type(err).__name__}
+
+
+def raise_for(header: dict, where: str = "driver") -> dict:
+    """The header itself if ok, else raise the error it describes, prefixed with `where`."""
+    if header.get("ok"):
+        return header
+    cls = ERRORS.get(header.get("error"), DriverError)
+    raise cls(f"{where}: {header.get('message', 'request failed')}")
+
+
+def send_frame(sock: socket.socket, header: dict, body=None) -> None:
+    head = json.dumps(header, separators=(",", ":")).encode()
+    size = 0 if body is None else len(body)
+    if size > MAX_BODY_BYTES:
+        raise ProtocolError(f"response body of {size} bytes is too large for a frame")
+    sock.sendall(PREFIX.pack(len(head), size) + head)
+    if size:
+        sock.sendall(memoryview(body))
+
+
+def _recv_into(sock: socket.socket, buf: memoryview) -> bool:
+    """Fill `buf`; False on a clean end of stream before the first byte."""
+    got = 0
+    while got < len(buf):
+        n = sock.recv_into(buf[got:])
+        if n == 0:
+            if got == 0:
+                return False
+            raise ConnectionResetError("connection closed in the middle of a frame")
+        got += n
+    return True
+
+
+def recv_frame(sock: socket.socket) -> tuple[dict, memoryview] | None:
+    """One frame, or None if the peer closed the connection between frames."""
+    prefix = bytearray(PREFIX.size)
+    if not _recv_into(sock, memoryview(prefix)):
+        return None
+    head_len, body_len = PREFIX.unpack(prefix)
+    if head_len > MAX_HEADER_BYTES:
+        raise ProtocolError(f"frame header of {head_len} bytes exceeds {MAX_HEADER_BYTES}")
+    head = bytearray(head_len)
+    body = bytearray(body_len)
+    if (head_len and not _recv_into(sock, memoryview(head))) or (body_len and not _recv_into(sock, memoryview(body))):
+        raise ConnectionResetError("connection closed in the middle of a frame")
+    try:
+        header = json.loads(head)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"frame header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("frame header is not a JSON object")
+    return header, memoryview(body)
+
+
+def encode_batches(schema: pa.Schema, batches) -> pa.Buffer:
+    """An Arrow IPC stream: the schema, then each batch (none for a bare schema)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for b in batches:
+            writer.write_batch(b)
+    return sink.getvalue()
+
+
+def decode_table(body) -> pa.Table:
+    """The record batches of an IPC stream body as one table (zero-copy over the body)."""
+    return pa.ipc.open_stream(pa.py_buffer(body)).read_all()

@@ -1,0 +1,226 @@
+"""The validation report: Figure B.3-style text, summary.json, and report.html rendered in headless
+Chromium (Debian's `chromium` package)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from kit.errors import CepkitError
+from kit.profiles import build_profile
+from kit.records import INDICATOR, MARKET_ORDER
+from tests.test_validator_latency import BURST, burst_trace
+from validator.adaptivity import adaptivity_metrics
+from validator.compare import compare_stream
+from validator.latency import per_second_counts, pscore_for_run, stream_latency
+from validator.outputlog import Clocks
+from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
+
+W0 = 1_790_000_000_000
+T0 = 1_767_623_400_000
+CLOCKS = Clocks(W0, T0, 1.0)
+PROFILE = build_profile("standard", basis_eps=400, peak_eps=600, quick=True)   # 121 s, MI [31 s, 91 s)
+
+
+def synthetic_run():
+    """Expected answers and an engine log for two strategies over the quick standard profile.
+
+    MarketOrder rows released inside the MI (seconds 31, 33, ..., 89) have latencies 10, 20, ...,
+    300 ms, so p99 = rank 30 of 30 = 300 ms and pscore(SF 1) = load 3 / 0.3 s = 10. The engine
+    drops the order at second 100 (missing), changes one price (wrong) and adds one at second 5
+    (undue); all three lie where they leave the MI's latencies untouched.
+    """
+    secs = np.arange(10, 121)
+    rows = []
+    for k, strategy in enumerate(("st_00001", "st_00002")):
+        ratio = 1 + 0.02 * np.sin(secs / (7 + 3 * k)) + 0.004 * np.cos(secs * 1.7)
+        avg = pd.Series(ratio).rolling(8, min_periods=1).mean().to_numpy()
+        sd = pd.Series(ratio).rolling(8, min_periods=1).std(ddof=0).to_numpy()
+        rows.append(pd.DataFrame({"strategy": strategy, "ratio": ratio, "avgRatio": avg, "upperBand": avg + 1.5 * sd,
+                                  "lowerBand": avg - 1.5 * sd, "inputTickTS": T0 + secs * 1000 + 7}))
+    ind = pd.concat(rows, ignore_index=True)
+    ind["inputTS"] = W0 + (ind["inputTickTS"] - T0)
+    order_secs = list(range(31, 91, 2)) + [15, 100]
+    orders = pd.DataFrame({
+        "strategy": ["st_00001" if i % 3 else "st_00002" for i in range(len(order_secs))],
+        "type": ["BUY" if i % 2 else "SELL" for i in range(len(order_secs))],
+        "symbol": ["AAAAAA" if i % 2 else "BBBBBB" for i in range(len(order_secs))],
+        "price": np.arange(len(order_secs), dtype=np.int32) * 10 + 1000,
+        "size": np.full(len(order_secs), 100, dtype=np.int32),
+        "inputTickTS": T0 + np.array(order_secs) * 1000 + 7})
+    orders["inputTS"] = W0 + (orders["inputTickTS"] - T0)
+
+    eng_ind = ind.assign(arrivalTS=ind["inputTS"] + 50, ingestTS=ind["inputTS"] + 20)
+    latency = np.r_[np.random.default_rng(5).permutation(np.arange(10, 301, 10)), 5000, 5000]
+    eng_ord = orders.assign(arrivalTS=orders["inputTS"] + latency, ingestTS=orders["inputTS"] + latency // 2)
+    eng_ord = eng_ord[eng_ord["inputTickTS"] != T0 + 100_007].copy()
+    eng_ord.loc[4, "price"] = 1041
+    undue = eng_ord.iloc[[0]].assign(inputTickTS=T0 + 5_007, inputTS=W0 + 5_007, arrivalTS=W0 + 5_100,
+                                     ingestTS=W0 + 5_050)
+    eng_ord = pd.concat([eng_ord, undue], ignore_index=True)
+    return ind, orders, eng_ind, eng_ord
+
+
+def report_inputs(ind, orders, eng_ind, eng_ord, **changes) -> ReportInputs:
+    input_series = per_second_counts(T0 + np.repeat(np.arange(121) * 1000, np.rint(
+        PROFILE.rate_at(np.arange(121) * 1000 + 500)).astype(int)), T0, 121)
+    seconds = np.arange(121)
+    resources = pd.DataFrame({"ts_ms": W0 + seconds * 1000, "cpu_percent": 55 + 20 * np.sin(seconds / 15),
+                              "rss_bytes": (1024 + seconds) * 2**20})
+    base = dict(
+        title="Pairs SF=1 on PySpark (synthetic)",
+        run_info={"engine": "PySpark (synthetic)", "scale factor": 1, "profile": "standard, quick"},
+        comparisons=(compare_stream(ind, eng_ind, INDICATOR), compare_stream(orders, eng_ord, MARKET_ORDER)),
+        latency=(stream_latency("Indicator", eng_ind, CLOCKS, PROFILE),
+                 stream_latency("MarketOrder", eng_ord, CLOCKS, PROFILE)),
+        pscore=pscore_for_run(1, eng_ord, PROFILE, CLOCKS), profile=PROFILE, clocks=CLOCKS,
+        input_series=input_series, resources=resources, chart=StrategyChart("st_00001", eng_ind, eng_ord),
+        notes=("Synthetic run written by the test suite.",))
+    return ReportInputs(**(base | changes))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    run = synthetic_run()
+    out = tmp_path_factory.mktemp("report")
+    return write_report(report_inputs(*run), out), run
+
+
+def test_text_report_follows_figure_b3():
+    ind, orders, eng_ind, eng_ord = synthetic_run()
+    text = format_text_report([compare_stream(ind, eng_ind, INDICATOR), compare_stream(orders, eng_ord, MARKET_ORDER)])
+    head = text.split("\n\n")[0]
+    assert head == "\n".join([
+        "Validation result: FAILED!",
+        "- Indicator:", "  # expected answers: 222", "  # engine answers: 222", "  # correct answers: 222",
+        "  # missing answers: 0", "  # undue answers: 0", "  # wrong answers: 0", "  verdict: PASSED",
+        "- MarketOrder:", "  # expected answers: 32", "  # engine answers: 32", "  # correct answers: 30",
+        "  # missing answers: 1", "  # undue answers: 1", "  # wrong answers: 1", "  verdict: FAILED"])
+    listing = text.split("\n\n")[1].splitlines()
+    assert listing[0] == "Incorrect MarketOrder answers (first 3 of 3; keys strategy, inputTickTS, type, symbol):"
+    assert re.split(r"\s+", listing[1].strip()) == ["outcome", "strategy", "inputTickTS", "type", "symbol", "differs",
+                                                    "expected.price", "engine.price", "expected.size", "engine.size"]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in listing[3:]]
+    assert rows == [
+        ["undue", "st_00002", str(T0 + 5_007), "SELL", "BBBBBB", "-", "1000", "-", "100"],
+        ["wrong", "st_00001", str(T0 + 39_007), "SELL", "BBBBBB", "price", "1040", "1041", "100", "100"],
+        ["missing", "st_00001", str(T0 + 100_007), "BUY", "AAAAAA", "1310", "-", "100", "-"],
+    ]
+    assert format_text_report([compare_stream(ind, eng_ind, INDICATOR)]).startswith("Validation result: PASSED\n")
+
+
+def test_summary_json(written):
+    path, _ = written
+    summary = json.loads((path.parent / "summary.json").read_text())
+    assert summary["kind"] == "cepkit.validation-summary" and summary["schema_version"] == 1
+    assert summary["verdict"] == "FAILED"
+    mo = summary["streams"][1]
+    assert (mo["stream"], mo["expected"], mo["engine"], mo["correct"], mo["missing"], mo["undue"], mo["wrong"]) == \
+        ("MarketOrder", 32, 32, 30, 1, 1, 1)
+    assert summary["pscore"]["load"] == 3 and summary["pscore"]["p99_latency_s"] == 0.3
+    assert summary["pscore"]["pscore"] == pytest.approx(10.0, rel=1e-12)
+    assert summary["pscore"]["mi_rows"] == 30
+    lat = summary["latency"]["MarketOrder"]
+    # MI latencies 10..300: mean 155, p50 = rank 15 = 150, p90 = rank 27 = 270.
+    assert (lat["event"]["count"], lat["event"]["mean_ms"], lat["event"]["p50_ms"], lat["event"]["p90_ms"],
+            lat["event"]["max_ms"]) == (30, 155.0, 150, 270, 300)
+    assert lat["processing"]["max_ms"] == 150      # arrival - ingest = latency / 2
+    assert summary["latency"]["Indicator"]["event"]["p999_ms"] == 50
+    assert summary["profile"]["phases"][2]["name"] == "mi-rise"
+    assert summary["figures"] == ["figures/input-rate.png", "figures/latency-time.png", "figures/throughput.png",
+                                  "figures/latency-histogram.png", "figures/resources.png", "figures/strategy.png"]
+    for f in summary["figures"]:
+        assert (path.parent / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_html_content(written):
+    path, _ = written
+    html = path.read_text()
+    assert '<div class="banner failed" id="verdict">' in html
+    assert html.count('src="data:image/png;base64,') == 6
+    assert "Incorrect MarketOrder answers — first 3 of 3" in html
+    assert 'class="n first diff">1040</td><td class="n diff">1041</td>' in html
+    assert "<strong>10.00</strong> work/s²" in html
+    assert "Incorrect Indicator answers" not in html
+
+
+def test_passing_and_unvalidated_reports(tmp_path):
+    ind, orders, eng_ind, eng_ord = synthetic_run()
+    good = eng_ord[eng_ord["inputTickTS"] != T0 + 5_007].copy()
+    good.loc[4, "price"] = 1040
+    missing_row = orders[orders["inputTickTS"] == T0 + 100_007].assign(arrivalTS=W0 + 100_100, ingestTS=W0 + 100_050)
+    good = pd.concat([good, missing_row], ignore_index=True)
+    inputs = report_inputs(ind, orders, eng_ind, good, resources=None, chart=None)
+    assert inputs.verdict == "PASSED"
+    html = write_report(inputs, tmp_path / "pass").read_text()
+    assert '<div class="banner passed" id="verdict">' in html and "All 254 expected answers" in html
+    assert html.count("data:image/png;base64,") == 4
+    burst = burst_trace()
+    bare = ReportInputs(title="Adaptivity run", latency=(stream_latency("Q2", burst, CLOCKS, BURST),), clocks=CLOCKS,
+                        profile=BURST, adaptivity=adaptivity_metrics(burst, BURST, CLOCKS))
+    assert bare.verdict == "NOT VALIDATED"
+    html = write_report(bare, tmp_path / "bare").read_text()
+    assert '<div class="banner not-validated" id="verdict">' in html and 'id="correctness"' not in html
+    assert re.search(r"<td>Recovery time</td><td class=\"n\">2.02 s</td>", html)
+    assert re.search(r"<td>Peak latency degradation ratio</td><td class=\"n\">100.00</td>", html)
+    summary = json.loads((tmp_path / "bare" / "summary.json").read_text())
+    assert summary["adaptivity"]["recovery_time_ms"] == 2015 and summary["pscore"] is None
+
+
+def test_report_inputs_check_themselves():
+    ind, orders, eng_ind, eng_ord = synthetic_run()
+    with pytest.raises(CepkitError, match="need the run's clocks"):
+        ReportInputs(title="x", latency=(stream_latency("I", eng_ind, CLOCKS),))
+    with pytest.raises(CepkitError, match="no Indicator rows for strategy 'st_09999'"):
+        StrategyChart("st_09999", ind, orders)
+    with pytest.raises(CepkitError, match="title"):
+        ReportInputs(title="  ")
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    return exe
+
+
+def _run_chromium(exe: str, profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile_dir}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_renders_in_headless_chromium(written, tmp_path):
+    exe = _chromium()
+    path, _ = written
+    dom = _run_chromium(exe, tmp_path / "profile-dom", "--dump-dom", path.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = dom.stdout
+    for element in ('id="verdict"', 'id="correctness-table"', 'id="latency-table"', 'id="pscore-table"',
+                    'id="incorrect-MarketOrder"', 'id="fig-input-rate"', 'id="fig-latency-time"',
+                    'id="fig-latency-histogram"', 'id="fig-throughput"', 'id="fig-resources"', 'id="fig-strategy"'):
+        assert element in body, element
+    assert len(re.findall(r'<img src="data:image/png;base64,', body)) == 6
+    assert ">FAILED<" in body
+
+    png = tmp_path / "shot.png"
+    shot = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={png}", "--window-size=1280,2000",
+                         "--hide-scrollbars", path.as_uri())
+    assert shot.returncode == 0 and png.exists(), shot.stderr[-2000:]
+    img = mpimg.imread(png)
+    assert img.shape[:2] == (2000, 1280)
+    rgb = (img[..., :3] * 255).round().astype(np.uint8).reshape(-1, 3)
+    colors = np.unique(rgb, axis=0)
+    assert len(colors) > 100, f"only {len(colors)} distinct colours: blank page?"
+    # The FAILED banner's pale red (#fee2e2) fills a good part of the top of the page.
+    top = (img[:300, :, :3] * 255).round().astype(np.uint8).reshape(-1, 3)
+    assert (np.all(top == (254, 226, 226), axis=1)).sum() > 20_000

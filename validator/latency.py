@@ -1,0 +1,250 @@
+"""Latency statistics, per-second series, the measurement-interval cut and pscore.
+
+Latencies are integer milliseconds taken from the output log's stamps (specs/OUTPUT_LOG.md):
+event-time latency = arrivalTS - inputTS (from the input event's scheduled release to the sink),
+processing-time latency = arrivalTS - ingestTS (from the engine's source pulling the event).
+
+Percentiles are nearest-rank: the p-th percentile of n values is the value of rank
+ceil(p/100 * n) (1-based) in ascending order, so it is always an observed latency. This is numpy's
+`method="inverted_cdf"`, computed here with exact integer rank arithmetic because numpy's floating
+q*n rounds up at some sizes (n = 1000, p = 99.9 gives rank 1000 in numpy instead of 999).
+
+Outputs are placed on the rate profile's time axis by their `inputTS`, so an output belongs to the
+phase during which its triggering event was released (see `Clocks`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import CepkitError
+from kit.profiles import RateProfile
+from kit.scale import load, pscore
+from validator.outputlog import ARRIVAL_TS, INGEST_TS, INPUT_TS, Clocks
+
+# Name -> percentile as an exact fraction (numerator, denominator).
+PERCENTILES = {"p50": (50, 100), "p90": (90, 100), "p95": (95, 100), "p99": (99, 100), "p999": (999, 1000)}
+
+
+def nearest_rank(sorted_values: np.ndarray, num: int, den: int):
+    """The num/den quantile of ascending `sorted_values` by nearest rank (None when empty)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    rank = max(1, -(-num * n // den))  # ceil(num * n / den) in integers
+    return sorted_values[rank - 1].item()
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Summary of latencies in ms; every value is None when there are no latencies."""
+
+    count: int
+    mean_ms: float | None
+    min_ms: int | None
+    max_ms: int | None
+    p50_ms: int | None
+    p90_ms: int | None
+    p95_ms: int | None
+    p99_ms: int | None
+    p999_ms: int | None
+    negatives: int
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or not 0 <= self.negatives <= self.count:
+            raise CepkitError(f"latency stats: bad counts (count={self.count}, negatives={self.negatives})")
+        values = [self.min_ms, self.p50_ms, self.p90_ms, self.p95_ms, self.p99_ms, self.p999_ms, self.max_ms]
+        if self.count == 0:
+            if any(v is not None for v in values + [self.mean_ms]):
+                raise CepkitError("latency stats: values given for zero latencies")
+            return
+        if any(v is None for v in values + [self.mean_ms]) or values != sorted(values):
+            raise CepkitError(f"latency stats: percentiles must run min <= p50 <= ... <= max, got {values}")
+        if not self.min_ms <= self.mean_ms <= self.max_ms:
+            raise CepkitError(f"latency stats: mean {self.mean_ms} outside [{self.min_ms}, {self.max_ms}]")
+
+    @property
+    def empty(self) -> bool:
+        return self.count == 0
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def latency_stats(latencies_ms) -> LatencyStats:
+    """Count, mean, min, max, nearest-rank p50/p90/p95/p99/p99.9 and negatives of an array of ms."""
+    a = np.asarray(latencies_ms)
+    if a.ndim != 1:
+        raise CepkitError(f"latencies must be a 1-d array, got shape {a.shape}")
+    if len(a) == 0:
+        return LatencyStats(0, None, None, None, None, None, None, None, None, 0)
+    if not np.issubdtype(a.dtype, np.integer):
+        if not np.all(np.isfinite(a)):
+            raise CepkitError("latencies must be finite numbers")
+    s = np.sort(a)
+    pct = {name: nearest_rank(s, num, den) for name, (num, den) in PERCENTILES.items()}
+    return LatencyStats(count=len(s), mean_ms=float(s.mean(dtype=np.float64)), min_ms=s[0].item(), max_ms=s[-1].item(),
+                        p50_ms=pct["p50"], p90_ms=pct["p90"], p95_ms=pct["p95"], p99_ms=pct["p99"],
+                        p999_ms=pct["p999"], negatives=int((s < 0).sum()))
+
+
+def _stamp(df: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in df.columns:
+        raise CepkitError(f"output rows have no {col} column (have {', '.join(map(str, df.columns))})")
+    return df[col].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def event_time_latency_ms(df: pd.DataFrame) -> np.ndarray:
+    """arrivalTS - inputTS per row (int64 ms); rows without an inputTS are left out."""
+    lat = _stamp(df, ARRIVAL_TS) - _stamp(df, INPUT_TS)
+    return lat[~np.isnan(lat)].astype(np.int64)
+
+
+def processing_time_latency_ms(df: pd.DataFrame) -> np.ndarray | None:
+    """arrivalTS - ingestTS per row (int64 ms), or None when the log has no ingestTS column."""
+    if INGEST_TS not in df.columns:
+        return None
+    lat = _stamp(df, ARRIVAL_TS) - _stamp(df, INGEST_TS)
+    return lat[~np.isnan(lat)].astype(np.int64)
+
+
+def per_second_counts(ts_ms, origin_ms: int, seconds: int | None = None) -> pd.DataFrame:
+    """How many timestamps fall in each second [origin + s*1000, origin + (s+1)*1000), s = 0, 1, ...
+
+    Columns `second` and `count`; every second up to the last one seen (or `seconds`) is listed,
+    empty ones with 0. Timestamps before `origin_ms` are ignored.
+    """
+    t = np.asarray(ts_ms, dtype=np.int64)
+    sec = (t - int(origin_ms)) // 1000
+    sec = sec[sec >= 0]
+    n = int(seconds) if seconds is not None else (int(sec.max()) + 1 if len(sec) else 0)
+    counts = np.bincount(sec[sec < n], minlength=n) if n else np.zeros(0, dtype=np.int64)
+    return pd.DataFrame({"second": np.arange(n, dtype=np.int64), "count": counts.astype(np.int64)})
+
+
+def per_second_series(df: pd.DataFrame, clocks: Clocks) -> pd.DataFrame:
+    """Outputs and event-time latency per wall-clock second of arrival since the run start.
+
+    Columns: `second` (wall seconds since run_start_wall_ms), `outputs` (rows that arrived in that
+    second), `p50_ms`, `p99_ms` (nearest-rank over those rows' latencies; NaN when there are none).
+    Rows that arrived before the run start are left out.
+    """
+    arrival = _stamp(df, ARRIVAL_TS)
+    lat_all = arrival - _stamp(df, INPUT_TS)
+    after = arrival >= clocks.run_start_wall_ms
+    sec_all = ((arrival[after] - clocks.run_start_wall_ms) // 1000).astype(np.int64)
+    n = int(sec_all.max()) + 1 if len(sec_all) else 0
+    outputs = np.bincount(sec_all, minlength=n).astype(np.int64)
+    valid = ~np.isnan(lat_all[after])
+    sec, lat = sec_all[valid], lat_all[after][valid]
+    sizes = np.bincount(sec, minlength=n)
+    p50, p99 = np.full(n, np.nan), np.full(n, np.nan)
+    if len(sec):
+        # Sort by (second, latency): each second's latencies are then one contiguous sorted run.
+        order = np.lexsort((lat, sec))
+        l_sorted = lat[order]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        has = sizes > 0
+        for out, (num, den) in ((p50, PERCENTILES["p50"]), (p99, PERCENTILES["p99"])):
+            rank = np.maximum(1, -(-num * sizes // den))
+            out[has] = l_sorted[starts[has] + rank[has] - 1]
+    return pd.DataFrame({"second": np.arange(n, dtype=np.int64), "outputs": outputs,
+                         "p50_ms": p50, "p99_ms": p99})
+
+
+def phase_index(input_ts_ms, profile: RateProfile, clocks: Clocks) -> np.ndarray:
+    """Index into profile.phases of the phase each inputTS falls in; -1 outside the run."""
+    run_ms = clocks.run_ms(input_ts_ms)
+    starts = profile.phase_starts_ms()
+    k = np.searchsorted(starts, run_ms, side="right") - 1
+    inside = (run_ms >= 0) & (run_ms < profile.duration_ms) & ~np.isnan(run_ms)
+    return np.where(inside, k, -1)
+
+
+def measurement_mask(input_ts_ms, profile: RateProfile, clocks: Clocks) -> np.ndarray:
+    """True for outputs whose inputTS falls in the profile's measurement interval [start, end)."""
+    run_ms = clocks.run_ms(input_ts_ms)
+    start_ms, end_ms = profile.measurement_window()
+    return (run_ms >= start_ms) & (run_ms < end_ms)
+
+
+@dataclass(frozen=True)
+class Pscore:
+    """pscore of a Pairs run: load(SF) / p99 MarketOrder event-time latency (s) over the MI."""
+
+    scale_factor: int
+    load: int
+    p99_latency_s: float
+    pscore: float
+    mi_rows: int
+    mi_start_ms: int
+    mi_end_ms: int
+
+    def __post_init__(self) -> None:
+        if self.load != load(self.scale_factor):
+            raise CepkitError(f"pscore: load {self.load} is not load({self.scale_factor})")
+        if self.mi_rows < 1 or not self.p99_latency_s > 0 or not math.isclose(
+                self.pscore, self.load / self.p99_latency_s, rel_tol=1e-12):
+            raise CepkitError(f"pscore: inconsistent values {self}")
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def pscore_for_run(scale_factor: int, market_orders: pd.DataFrame, profile: RateProfile, clocks: Clocks) -> Pscore:
+    """kit.scale.pscore(SF, p99 event-time latency in s of the MarketOrder rows in the MI)."""
+    if len(market_orders) == 0:
+        raise CepkitError("MarketOrder: the engine produced no orders, so pscore cannot be computed")
+    mask = measurement_mask(_stamp(market_orders, INPUT_TS), profile, clocks)
+    mi = market_orders[mask]
+    start_ms, end_ms = profile.measurement_window()
+    if len(mi) == 0:
+        raise CepkitError(f"MarketOrder: none of the {len(market_orders)} orders has its inputTS in the measurement "
+                          f"interval [{start_ms / 1000:g} s, {end_ms / 1000:g} s) of profile {profile.name}, "
+                          f"so pscore cannot be computed")
+    stats = latency_stats(event_time_latency_ms(mi))
+    if stats.count == 0:
+        raise CepkitError("MarketOrder: no order in the measurement interval has an inputTS")
+    p99_s = stats.p99_ms / 1000.0
+    return Pscore(scale_factor=scale_factor, load=load(scale_factor), p99_latency_s=p99_s,
+                  pscore=pscore(scale_factor, p99_s), mi_rows=stats.count, mi_start_ms=start_ms, mi_end_ms=end_ms)
+
+
+@dataclass(frozen=True)
+class StreamLatency:
+    """Latency of one output stream: event- and processing-time stats, the per-second series and
+    the raw event-time latencies (for the histogram)."""
+
+    stream: str
+    event: LatencyStats
+    processing: LatencyStats | None
+    series: pd.DataFrame
+    event_latencies_ms: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.event_latencies_ms) != self.event.count:
+            raise CepkitError(f"stream {self.stream}: {len(self.event_latencies_ms)} latencies but count "
+                              f"{self.event.count}")
+        missing = {"second", "outputs", "p50_ms", "p99_ms"} - set(self.series.columns)
+        if missing:
+            raise CepkitError(f"stream {self.stream}: series lacks {sorted(missing)}")
+
+    def to_dict(self) -> dict:
+        return {"event": self.event.to_dict(),
+                "processing": self.processing.to_dict() if self.processing is not None else None}
+
+
+def stream_latency(stream: str, df: pd.DataFrame, clocks: Clocks, profile: RateProfile | None = None) -> StreamLatency:
+    """All latency figures of one stream; with a profile, stats are cut to its measurement interval
+    (the series always covers the whole run)."""
+    rows = df
+    if profile is not None and len(df):
+        rows = df[measurement_mask(_stamp(df, INPUT_TS), profile, clocks)]
+    event = event_time_latency_ms(rows)
+    proc = processing_time_latency_ms(rows)
+    return StreamLatency(stream, latency_stats(event), latency_stats(proc) if proc is not None else None,
+                         per_second_series(df, clocks), event)
