@@ -215,3 +215,13 @@ def build_profile(name: str, *, basis_eps: float, peak_eps: float, quick: bool =
     if not varying:
         prof = prof.flattened(basis_eps)
     return prof
+
+
+def profile_from_dict(data: dict) -> RateProfile:
+    """The inverse of `RateProfile.to_dict` (e.g. the profile recorded in a dataset manifest)."""
+    try:
+        phases = tuple(Phase(p["name"], int(p["end_ms"]) - int(p["start_ms"]), float(p["start_rate_eps"]),
+                             float(p["end_rate_eps"]), bool(p.get("measured", False))) for p in data["phases"])
+        return RateProfile(str(data["name"]), phases)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CepkitError(f"profile: malformed description ({e})") from None

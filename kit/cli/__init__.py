@@ -21,6 +21,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("config", "kit.cli.config_cmd", "show the resolved configuration or the valid keys"),
     ("datagen", "kit.cli.datagen_cmd", "generate input data (Pairs ticks, microbenchmark streams)"),
     ("querygen", "kit.cli.querygen_cmd", "generate workload specs (Pairs strategies, microbenchmark query suites)"),
+    ("validate", "kit.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
 )
 
 

@@ -1,0 +1,44 @@
+"""`cepkit validate pairs`: check an engine's Pairs outputs against the reference answers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.cli import add_config_options
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    kinds = p.add_subparsers(dest="kind", metavar="KIND")
+    kinds.required = True
+    pairs = kinds.add_parser("pairs", help="validate a Pairs run (or just compute its expected answers)")
+    add_config_options(pairs)
+    pairs.add_argument("--data", required=True, metavar="DIR", help="the datagen dataset the run replayed")
+    pairs.add_argument("--strategies", required=True, metavar="FILE", help="the strategies XML of the run")
+    pairs.add_argument("--log", metavar="DIR", help="the engine's output log (run dir, outputs/ or output-log.json);"
+                                                    " without it only the expected answers are written")
+    pairs.add_argument("--strategy", metavar="ALIAS", help="strategy for the Figure 7.5 chart")
+    pairs.add_argument("--out", metavar="DIR", help="report directory (must not exist); default: a new one "
+                                                    "under paths.validator_dir")
+    pairs.set_defaults(handler=run_pairs)
+
+
+def run_pairs(args: argparse.Namespace) -> int:
+    from kit.cli.progress import console
+    from kit.config import load_config
+    from kit.paths import fresh_path
+    from validator.pairs_run import PairsValidation, validate_pairs
+
+    config = load_config(args.config, args.overrides)
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.validator_dir), "pairs-validation")
+    if out.exists():
+        from kit.errors import CepkitError
+        raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
+    outcome = validate_pairs(PairsValidation(Path(args.data), Path(args.strategies), out,
+                                             Path(args.log) if args.log else None, args.strategy))
+    print(outcome.text)
+    con = console()
+    con.print(f"verdict: [bold]{outcome.verdict}[/]" + (f"   pscore: {outcome.pscore:.2f}" if outcome.pscore else ""))
+    con.print(f"report: {outcome.report}")
+    return 0 if outcome.verdict in ("PASSED", "NOT VALIDATED") else 1

@@ -1,0 +1,110 @@
+"""Validating a Pairs run: expected answers, comparison with the engine's log, metrics, report.
+
+`validate_pairs(PairsValidation(...))` ties the validator's parts together for one run: the
+reference engine's answers for the dataset and strategies, the engine's output log compared
+stream by stream, event-time latency, pscore over the measurement interval, and the report. With
+no engine log it still writes the expected answers (and a report marked NOT VALIDATED).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import CepkitError
+from kit.profiles import profile_from_dict
+from kit.records import INDICATOR, MARKET_ORDER
+from kit.workload import read_strategies
+from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
+from validator.latency import per_second_counts, pscore_for_run, stream_latency
+from validator.outputlog import read_output_log, read_resources
+from validator.pairs_reference import StrategyParams, compute_reference
+from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
+from validator.ticks import iter_ticks
+
+SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
+
+
+@dataclass(frozen=True)
+class PairsValidation:
+    """What to validate: a dataset, its strategies, optionally an engine's output log."""
+
+    data_dir: Path
+    strategies_file: Path
+    out_dir: Path
+    log: Path | None = None
+    chart_strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        if not Path(self.data_dir).is_dir():
+            raise CepkitError(f"{self.data_dir}: dataset directory not found")
+        if not Path(self.strategies_file).is_file():
+            raise CepkitError(f"{self.strategies_file}: strategies file not found")
+
+
+@dataclass(frozen=True)
+class PairsOutcome:
+    verdict: str
+    comparisons: tuple[StreamComparison, ...]
+    report: Path
+    text: str
+    pscore: float | None
+
+
+def _input_series(data_dir: Path, start_ms: int) -> pd.DataFrame:
+    ts = np.concatenate([b.tick_ts_ms for b in iter_ticks(data_dir, [])] or [np.zeros(0, np.int64)])
+    return per_second_counts(ts, start_ms)
+
+
+def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
+    orders = expected["MarketOrder"]
+    if strategy is None:
+        if orders.empty:
+            return None
+        strategy = str(orders["strategy"].iloc[0])
+    ind = expected["Indicator"]
+    return StrategyChart(strategy, ind[ind.strategy == strategy], orders[orders.strategy == strategy])
+
+
+def validate_pairs(v: PairsValidation) -> PairsOutcome:
+    spec = read_strategies(v.strategies_file)
+    params = [StrategyParams.of(s) for s in spec.strategies]
+    ref = compute_reference(Path(v.data_dir), params)
+    expected = {"Indicator": ref.indicators.drop(columns="inputOffset"),
+                "MarketOrder": ref.orders.drop(columns="inputOffset")}
+    manifest = json.loads((Path(v.data_dir) / "manifest.json").read_text())
+    profile = profile_from_dict(manifest["profile"])
+    out = Path(v.out_dir)
+    (out / "expected").mkdir(parents=True, exist_ok=False)
+    for name, df in expected.items():
+        df.to_parquet(out / "expected" / f"{name}.parquet", index=False)
+    ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
+    comparisons: list[StreamComparison] = []
+    latency, pscore, clocks, resources = [], None, None, None
+    if v.log is not None:
+        log = read_output_log(v.log, SCHEMAS)
+        clocks = log.clocks
+        for name, schema in SCHEMAS.items():
+            engine = log.stream(name)
+            comparisons.append(compare_stream(expected[name], engine, schema, PAIRS_KEYS[name]))
+            latency.append(stream_latency(name, engine, clocks, profile))
+        pscore = pscore_for_run(spec.scale_factor, log.stream("MarketOrder"), profile, clocks)
+        resources = read_resources(Path(v.log).parent / "metrics" / "resources.csv") \
+            if (Path(v.log).parent / "metrics" / "resources.csv").exists() else None
+    inputs = ReportInputs(
+        title=f"Pairs validation, SF={spec.scale_factor}",
+        run_info={"dataset": str(v.data_dir), "strategies": f"{v.strategies_file} ({len(params)})",
+                  "engine log": str(v.log) if v.log else "none (expected answers only)",
+                  "expected Indicator rows": len(expected["Indicator"]),
+                  "expected MarketOrder rows": len(expected["MarketOrder"])},
+        comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
+        input_series=_input_series(Path(v.data_dir), int(manifest["start_epoch_ms"])), resources=resources,
+        chart=_chart(v.chart_strategy, expected))
+    report = write_report(inputs, out)
+    text = format_text_report(tuple(comparisons)) if comparisons else "no engine log: expected answers only"
+    return PairsOutcome(inputs.verdict, tuple(comparisons), report, text,
+                        None if pscore is None else pscore.pscore)
