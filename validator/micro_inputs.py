@@ -7,7 +7,6 @@ of specs/SEMANTICS.md section 1 (by TS, then stream number, then row order).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,8 @@ import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
 from kit.workload import Comparison
+from validator.ticks import read_manifest
 
-MANIFEST_KIND = "cepkit.datagen-manifest"
 _OPS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
         "eq": np.equal, "ne": np.not_equal}
 
@@ -35,15 +34,9 @@ def _read(path: Path) -> pd.DataFrame:
 def load_micro_dataset(directory: Path) -> tuple[dict[str, pd.DataFrame], pd.DataFrame | None]:
     """All streams (in file order) and the join table T (None if the dataset has none)."""
     directory = Path(directory)
-    mpath = directory / "manifest.json"
-    try:
-        manifest = json.loads(mpath.read_text())
-    except FileNotFoundError:
-        raise CepkitError(f"{mpath}: not found; is {directory} a cepkit dataset?") from None
-    except json.JSONDecodeError as e:
-        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    if manifest.get("kind") != MANIFEST_KIND or not isinstance(manifest.get("streams"), list):
-        raise at(mpath, "kind", "not a microbenchmark dataset manifest")
+    manifest = read_manifest(directory)
+    if not isinstance(manifest.get("streams"), list):
+        raise at(directory / "manifest.json", "streams", "not a microbenchmark dataset manifest")
     streams = {}
     for s in manifest["streams"]:
         parts = [_read(directory / f["path"]) for f in s["files"]]

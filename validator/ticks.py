@@ -35,10 +35,9 @@ class TickBatch:
     tick_ts_ms: np.ndarray  # int64
 
 
-def dataset_files(directory: Path) -> tuple[list[Path], dict]:
-    """The tick files of a dataset in event order, and its manifest."""
-    directory = Path(directory)
-    mpath = directory / "manifest.json"
+def read_manifest(directory: Path) -> dict:
+    """A dataset's manifest.json, checked to be a cepkit datagen manifest."""
+    mpath = Path(directory) / "manifest.json"
     try:
         manifest = json.loads(mpath.read_text())
     except FileNotFoundError:
@@ -47,6 +46,14 @@ def dataset_files(directory: Path) -> tuple[list[Path], dict]:
         raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
     if manifest.get("kind") != MANIFEST_KIND:
         raise at(mpath, "kind", f"expected {MANIFEST_KIND!r}, got {manifest.get('kind')!r}")
+    return manifest
+
+
+def dataset_files(directory: Path) -> tuple[list[Path], dict]:
+    """The tick files of a dataset in event order, and its manifest."""
+    directory = Path(directory)
+    mpath = directory / "manifest.json"
+    manifest = read_manifest(directory)
     files = [directory / f["path"] for f in manifest.get("files", [])]
     if not files or not all(f.name.startswith("ticks-") for f in files):
         raise at(mpath, "files", "lists no tick files (ticks-*.parquet or ticks-*.csv)")
