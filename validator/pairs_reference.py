@@ -13,6 +13,7 @@ Procedure 4 in integer cents.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -71,6 +72,7 @@ class PairsReference:
     indicators: pd.DataFrame     # strategy, ratio, avgRatio, upperBand, lowerBand, inputTickTS, inputOffset
     orders: pd.DataFrame         # strategy, type, symbol, price, size, inputTickTS, inputOffset
     final: pd.DataFrame          # strategy, state, symbol held, shares, balance, mark-to-market value
+    input_per_second: pd.DataFrame | None = None   # second (since origin), count: ticks of the dataset
 
 
 class _PeriodAccumulator:
@@ -240,13 +242,39 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
     final_rows.append((st.alias, state, held or "", shares, balance, value))
 
 
-def compute_reference(ticks_dir: Path, strategies: Sequence[StrategyParams]) -> PairsReference:
-    """Expected outputs of `strategies` over the dataset in `ticks_dir`."""
+class _PerSecond:
+    """Counts ticks per second since `origin_ms` while the batches stream past (no second read)."""
+
+    def __init__(self, origin_ms: int):
+        self.origin_ms = origin_ms
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def tally(self, batches: Iterable[TickBatch]) -> Iterable[TickBatch]:
+        for b in batches:
+            sec = np.maximum((b.tick_ts_ms - self.origin_ms) // 1000, 0)
+            c = np.bincount(sec)
+            if len(c) > len(self.counts):
+                self.counts = np.concatenate([self.counts, np.zeros(len(c) - len(self.counts), np.int64)])
+            self.counts[: len(c)] += c
+            yield b
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"second": np.arange(len(self.counts)), "count": self.counts})
+
+
+def compute_reference(ticks_dir: Path, strategies: Sequence[StrategyParams],
+                      count_from_ms: int | None = None) -> PairsReference:
+    """Expected outputs of `strategies` over the dataset in `ticks_dir`; with `count_from_ms`,
+    also the input ticks per second since then (for the report's input-rate chart)."""
     symbols = sorted({s for st in strategies for s in (st.symbol1, st.symbol2)})
     index = {s: i for i, s in enumerate(symbols)}
-    periods = closed_periods(iter_ticks(ticks_dir, symbols), [st.period_length_s * 1000 for st in strategies],
-                             len(symbols))
-    return reference_from_periods(periods, strategies, index)
+    batches: Iterable[TickBatch] = iter_ticks(ticks_dir, symbols)
+    counter = _PerSecond(count_from_ms) if count_from_ms is not None else None
+    if counter is not None:
+        batches = counter.tally(batches)
+    periods = closed_periods(batches, [st.period_length_s * 1000 for st in strategies], len(symbols))
+    ref = reference_from_periods(periods, strategies, index)
+    return dataclasses.replace(ref, input_per_second=counter.frame()) if counter is not None else ref
 
 
 def reference_from_periods(periods: dict[int, ClosedPeriods], strategies: Sequence[StrategyParams],

@@ -8,11 +8,9 @@ no engine log it still writes the expected answers (and a report marked NOT VALI
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
@@ -20,11 +18,11 @@ from kit.profiles import profile_from_dict
 from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import read_strategies
 from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
-from validator.latency import per_second_counts, pscore_for_run, stream_latency
+from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
 from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
-from validator.ticks import iter_ticks
+from validator.ticks import read_manifest
 
 SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
 
@@ -55,11 +53,6 @@ class PairsOutcome:
     pscore: float | None
 
 
-def _input_series(data_dir: Path, start_ms: int) -> pd.DataFrame:
-    ts = np.concatenate([b.tick_ts_ms for b in iter_ticks(data_dir, [])] or [np.zeros(0, np.int64)])
-    return per_second_counts(ts, start_ms)
-
-
 def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
     orders = expected["MarketOrder"]
     if strategy is None:
@@ -73,10 +66,10 @@ def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyC
 def validate_pairs(v: PairsValidation) -> PairsOutcome:
     spec = read_strategies(v.strategies_file)
     params = [StrategyParams.of(s) for s in spec.strategies]
-    ref = compute_reference(Path(v.data_dir), params)
+    manifest = read_manifest(Path(v.data_dir))
+    ref = compute_reference(Path(v.data_dir), params, count_from_ms=int(manifest["start_epoch_ms"]))
     expected = {"Indicator": ref.indicators.drop(columns="inputOffset"),
                 "MarketOrder": ref.orders.drop(columns="inputOffset")}
-    manifest = json.loads((Path(v.data_dir) / "manifest.json").read_text())
     profile = profile_from_dict(manifest["profile"])
     out = Path(v.out_dir)
     (out / "expected").mkdir(parents=True, exist_ok=False)
@@ -102,7 +95,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                   "expected Indicator rows": len(expected["Indicator"]),
                   "expected MarketOrder rows": len(expected["MarketOrder"])},
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
-        input_series=_input_series(Path(v.data_dir), int(manifest["start_epoch_ms"])), resources=resources,
+        input_series=ref.input_per_second, resources=resources,
         chart=_chart(v.chart_strategy, expected))
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons)) if comparisons else "no engine log: expected answers only"

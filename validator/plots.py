@@ -126,14 +126,20 @@ def plot_input_rate(path: Path, profile: RateProfile | None, input_series: pd.Da
     return _save(fig, path)
 
 
-@_styled
-def plot_latency_over_time(path: Path, latencies: Sequence[StreamLatency], profile: RateProfile | None,
-                           clocks: Clocks) -> Path:
-    """p50 and p99 event-time latency per second of arrival, per stream."""
+def _series_axes(latencies: Sequence[StreamLatency], profile: RateProfile | None, clocks: Clocks):
+    """Per-stream x values (simulated seconds), the time unit, and one axes with phases shaded."""
     xs = [s.series["second"].to_numpy(np.float64) * clocks.speed for s in latencies]
     div, xlabel = time_unit(_span_s(profile, *xs))
     fig, (ax,) = _figure()
     _shade_phases(ax, profile, div)
+    return xs, div, xlabel, fig, ax
+
+
+@_styled
+def plot_latency_over_time(path: Path, latencies: Sequence[StreamLatency], profile: RateProfile | None,
+                           clocks: Clocks) -> Path:
+    """p50 and p99 event-time latency per second of arrival, per stream."""
+    xs, div, xlabel, fig, ax = _series_axes(latencies, profile, clocks)
     for i, (s, x) in enumerate(zip(latencies, xs)):
         c = PALETTE[i % len(PALETTE)]
         # Seconds without outputs have no latency: connect the seconds that have one, and mark
@@ -156,10 +162,7 @@ def plot_latency_over_time(path: Path, latencies: Sequence[StreamLatency], profi
 def plot_throughput(path: Path, latencies: Sequence[StreamLatency], profile: RateProfile | None,
                     clocks: Clocks) -> Path:
     """Outputs per second of arrival, per stream."""
-    xs = [s.series["second"].to_numpy(np.float64) * clocks.speed for s in latencies]
-    div, xlabel = time_unit(_span_s(profile, *xs))
-    fig, (ax,) = _figure()
-    _shade_phases(ax, profile, div)
+    xs, div, xlabel, fig, ax = _series_axes(latencies, profile, clocks)
     for i, (s, x) in enumerate(zip(latencies, xs)):
         ax.step((x + 1) / div, s.series["outputs"], where="pre", color=PALETTE[i % len(PALETTE)], lw=1.0,
                 label=s.stream)

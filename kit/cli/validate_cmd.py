@@ -27,13 +27,13 @@ def register(sub, name: str, help_text: str) -> None:
 def run_pairs(args: argparse.Namespace) -> int:
     from kit.cli.progress import console
     from kit.config import load_config
+    from kit.errors import CepkitError
     from kit.paths import fresh_path
     from validator.pairs_run import PairsValidation, validate_pairs
 
     config = load_config(args.config, args.overrides)
     out = Path(args.out) if args.out else fresh_path(Path(config.paths.validator_dir), "pairs-validation")
     if out.exists():
-        from kit.errors import CepkitError
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
     outcome = validate_pairs(PairsValidation(Path(args.data), Path(args.strategies), out,
                                              Path(args.log) if args.log else None, args.strategy))
