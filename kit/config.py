@@ -170,11 +170,51 @@ class MicroConfig:
         _need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
 
 
+ENGINES = ("pyspark",)
+PLANS = ("shared", "per-strategy")
+STAMPS = ("scheduled", "send")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a benchmark run drives the engine under test (the harness).
+
+    - `speed`: simulated ms per wall-clock ms when the driver paces by tickTS (1.0: real time).
+    - `max_backlog_s` is Karimov's q^b as time: the run is stopped as unsustainable once the
+      backlog (released but not pulled events) stays above `max_backlog_s` seconds of input at the
+      profile's basis rate for `backlog_grace_s` seconds.
+    """
+
+    engine: str = "pyspark"
+    plan: str = "shared"
+    master: str = "local[*]"
+    shuffle_partitions: int = 2
+    trigger_ms: int = 0
+    speed: float = 1.0
+    stamp: str = "scheduled"
+    output_format: str = "parquet"
+    max_backlog_s: float = 30.0
+    backlog_grace_s: float = 5.0
+    startup_timeout_s: float = 240.0
+    drain_timeout_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        _choice(self, "engine", ENGINES)
+        _choice(self, "plan", PLANS)
+        _choice(self, "stamp", STAMPS)
+        _choice(self, "output_format", FORMATS)
+        _need(bool(self.master), "master", "must not be empty")
+        _positive(self, "shuffle_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
+        _need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
+        _need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
+
+
 @dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     pairs: PairsConfig = field(default_factory=PairsConfig)
     micro: MicroConfig = field(default_factory=MicroConfig)
+    run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict:
         return {"kind": CONFIG_KIND, "schema_version": CONFIG_SCHEMA_VERSION, **dataclasses.asdict(self)}

@@ -40,6 +40,13 @@ class RecordSchema:
                 return f
         raise KeyError(name)
 
+    def arrow_schema(self):
+        """The schema as a pyarrow.Schema (string, int32, int64, float64)."""
+        import pyarrow as pa
+
+        types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
+        return pa.schema([(f.name, types[f.type]) for f in self.fields])
+
 
 def _schema(name: str, *pairs: tuple[str, str]) -> RecordSchema:
     return RecordSchema(name, tuple(Field(n, t) for n, t in pairs))

@@ -51,6 +51,9 @@ class PairsOutcome:
     report: Path
     text: str
     pscore: float | None
+    p99_ms: float | None = None          # MarketOrder event-time latency p99 in the measurement interval
+    latency_p99_ms: dict | None = None   # per stream, over the whole run
+    pscore_note: str | None = None       # why there is no pscore, when there is none
 
 
 def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
@@ -77,7 +80,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         df.to_parquet(out / "expected" / f"{name}.parquet", index=False)
     ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
     comparisons: list[StreamComparison] = []
-    latency, pscore, clocks, resources = [], None, None, None
+    latency, pscore, clocks, resources, pscore_note = [], None, None, None, None
     if v.log is not None:
         log = read_output_log(v.log, SCHEMAS)
         clocks = log.clocks
@@ -85,7 +88,10 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
             engine = log.stream(name)
             comparisons.append(compare_stream(expected[name], engine, schema, PAIRS_KEYS[name]))
             latency.append(stream_latency(name, engine, clocks, profile))
-        pscore = pscore_for_run(spec.scale_factor, log.stream("MarketOrder"), profile, clocks)
+        try:
+            pscore = pscore_for_run(spec.scale_factor, log.stream("MarketOrder"), profile, clocks)
+        except CepkitError as e:  # e.g. no order in the measurement interval: a fact, not an error
+            pscore_note = str(e)
         resources = read_resources(Path(v.log).parent / "metrics" / "resources.csv") \
             if (Path(v.log).parent / "metrics" / "resources.csv").exists() else None
     inputs = ReportInputs(
@@ -93,11 +99,14 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         run_info={"dataset": str(v.data_dir), "strategies": f"{v.strategies_file} ({len(params)})",
                   "engine log": str(v.log) if v.log else "none (expected answers only)",
                   "expected Indicator rows": len(expected["Indicator"]),
-                  "expected MarketOrder rows": len(expected["MarketOrder"])},
+                  "expected MarketOrder rows": len(expected["MarketOrder"]),
+                  **({"pscore": f"not computed: {pscore_note}"} if pscore_note else {})},
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
         input_series=ref.input_per_second, resources=resources,
         chart=_chart(v.chart_strategy, expected))
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons)) if comparisons else "no engine log: expected answers only"
     return PairsOutcome(inputs.verdict, tuple(comparisons), report, text,
-                        None if pscore is None else pscore.pscore)
+                        None if pscore is None else pscore.pscore,
+                        None if pscore is None else pscore.p99_latency_s * 1000.0,
+                        {lat.stream: lat.event.p99_ms for lat in latency} if latency else None, pscore_note)

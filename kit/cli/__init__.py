@@ -21,6 +21,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("config", "kit.cli.config_cmd", "show the resolved configuration or the valid keys"),
     ("datagen", "kit.cli.datagen_cmd", "generate input data (Pairs ticks, microbenchmark streams)"),
     ("querygen", "kit.cli.querygen_cmd", "generate workload specs (Pairs strategies, microbenchmark query suites)"),
+    ("pairs", "kit.cli.pairs_cmd", "run the Pairs benchmark end to end: data, strategies, engine, validation, pscore"),
+    ("translate", "kit.cli.translate_cmd", "compile a workload spec into a runnable engine program (no engine started)"),
     ("validate", "kit.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
 )
 

@@ -27,3 +27,24 @@ def progress_bar(description: str) -> Iterator[Callable[[int, float], None]]:
             bar.update(task, completed=done, total=max(float(total), float(done)))
 
         yield update
+
+
+@contextlib.contextmanager
+def run_progress() -> Iterator[Callable[[object], None]]:
+    """A live line for an engine run: simulated time as the bar, then phase, input rate, backlog,
+    outputs and the p99 latency so far. Yields the harness's on_progress callback."""
+    with Progress(TextColumn("[bold]engine run"), BarColumn(), TextColumn("{task.fields[sim]}"),
+                  TextColumn("{task.fields[line]}"), TimeElapsedColumn(), console=console(), transient=False,
+                  disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("run", total=None, sim="", line="")
+
+        def update(snap) -> None:
+            outputs = sum((snap.outputs or {}).values())
+            p99 = "-" if snap.latency_p99_ms is None else f"{snap.latency_p99_ms:,.0f} ms"
+            line = (f"{snap.phase or '':>10}  {snap.rate_eps:>9,.0f} ev/s  backlog {snap.backlog:>8,}  "
+                    f"outputs {outputs:>7,}  p99 {p99}")
+            total_s = (snap.duration_ms or 0) / 1000
+            bar.update(task, completed=max(snap.sim_ms, 0) / 1000, total=total_s or None,
+                       sim=f"{max(snap.sim_ms, 0) / 1000:5.0f}/{total_s:.0f} s", line=line)
+
+        yield update

@@ -1,0 +1,73 @@
+"""`cepkit pairs`: the Pairs benchmark end to end, ending with the verdict, p99 and pscore.
+
+datagen -> querygen -> translate -> run on the engine (harness) -> validate -> report, into one
+new run directory under `paths.runs_dir` (see kit/cli/pairs_pipeline.py for its layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from kit.cli import add_config_options
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    add_config_options(p)
+    p.add_argument("--sf", type=int, help="scale factor (pairs.scale_factor)")
+    p.add_argument("--quick", action="store_true", help="the quick rate profile: the standard shape in ~2 minutes")
+    p.add_argument("--plan", choices=("shared", "per-strategy"), help="plan mode (run.plan)")
+    p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
+    p.add_argument("--data", metavar="DIR", help="replay this existing dataset instead of generating one")
+    p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
+    p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
+    p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
+                                                "paths.runs_dir")
+    p.set_defaults(handler=run)
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    out = list(args.overrides)
+    if args.sf is not None:
+        out.append(f"pairs.scale_factor={args.sf}")
+    if args.quick:
+        out.append("pairs.rate.quick=true")
+    if args.plan:
+        out.append(f"run.plan={args.plan!r}")
+    if args.master:
+        out.append(f"run.master={args.master!r}")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline
+    from kit.cli.progress import console, progress_bar, run_progress
+    from kit.config import load_config
+    from kit.paths import fresh_path
+
+    config = load_config(args.config, _overrides(args))
+    p, r = config.pairs, config.run
+    stem = f"pairs-sf{p.scale_factor}-{p.rate.profile}{'-quick' if p.rate.quick else ''}-{r.plan}-" \
+           f"{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), stem)
+    req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
+                          Path(args.strategies) if args.strategies else None, args.strategy_limit)
+    con = console()
+    with progress_bar("datagen ticks") as data_progress, run_progress() as on_progress:
+        outcome = run_pairs_pipeline(req, stage=lambda s: con.print(f"[bold]>[/] {s}"),
+                                     data_progress=data_progress, on_progress=on_progress)
+    if outcome.text:
+        print(outcome.text)
+    status = {"completed": "green", "unsustainable": "yellow", "failed": "red"}.get(outcome.status, "white")
+    con.print(f"engine run: [{status}]{outcome.status}[/]" + (f" ({outcome.message})" if outcome.message else ""))
+    colour = "green" if outcome.verdict == "PASSED" else "red"
+    con.print(f"validation: [bold {colour}]{outcome.verdict}[/]")
+    if outcome.p99_ms is not None:
+        con.print(f"p99 event-time latency of MarketOrder in the measurement interval: {outcome.p99_ms:,.0f} ms")
+    con.print(f"pscore: {outcome.pscore:.2f}" if outcome.pscore is not None else "pscore: not computed")
+    if outcome.report:
+        con.print(f"report: {outcome.report}")
+    con.print(f"run directory: {outcome.run_dir}")
+    return 0 if outcome.verdict == "PASSED" else 1

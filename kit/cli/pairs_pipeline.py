@@ -1,0 +1,152 @@
+"""The whole Pairs benchmark in one call: datagen -> querygen -> translate -> run -> validate.
+
+`run_pairs_pipeline(PairsRunRequest(...))` is what `cepkit pairs` and benchmarks/pairs_sweep.py
+call. Everything lands in one new run directory:
+
+    <run>/config.toml            the resolved configuration
+    <run>/data/                  the tick dataset (unless an existing one was given)
+    <run>/strategies.xml         the strategies (unless given)
+    <run>/program.py             the generated engine program
+    <run>/engine/                the harness run: outputs/, metrics/, logs/, run.json, versions.json
+    <run>/report/                the validation: report.html, summary.json, expected/
+
+It lives in the CLI package because it is the one place allowed to wire every package together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kit.config import Config, write_config
+from kit.errors import CepkitError
+
+
+@dataclass(frozen=True)
+class PairsRunRequest:
+    """One Pairs run. `data_dir`/`strategies_file` reuse existing inputs instead of generating
+    them; `strategy_limit` keeps only the first N strategies (e.g. for the per-strategy plan)."""
+
+    config: Config
+    run_dir: Path
+    data_dir: Path | None = None
+    strategies_file: Path | None = None
+    strategy_limit: int | None = None
+    chart_strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        if Path(self.run_dir).exists():
+            raise CepkitError(f"{self.run_dir}: run directory already exists; refusing to overwrite it")
+        if self.strategy_limit is not None and self.strategy_limit < 1:
+            raise CepkitError(f"strategy limit must be >= 1, got {self.strategy_limit}")
+        for name in ("data_dir", "strategies_file"):
+            p = getattr(self, name)
+            if p is not None and not Path(p).exists():
+                raise CepkitError(f"{p}: not found")
+
+
+@dataclass(frozen=True)
+class PairsRunOutcome:
+    run_dir: Path
+    status: str                 # the engine run's status: completed, unsustainable, failed
+    message: str
+    verdict: str                # the validator's: PASSED, FAILED, NOT VALIDATED
+    text: str                   # the validator's text report
+    report: Path | None
+    pscore: float | None
+    p99_ms: float | None        # event-time latency of MarketOrder rows in the measurement interval
+    engine: object              # harness EngineRunResult
+
+
+Stage = Callable[[str], None]
+
+
+def prepare_inputs(req: PairsRunRequest, stage: Stage, data_progress=None) -> tuple[Path, Path]:
+    """The dataset and strategies of the run: given, or generated into the run directory."""
+    from datagen.pairs import generate_pairs
+    from kit.workload import StrategySet, load_aux, read_strategies, write_spec
+    from querygen.output import write_strategies
+
+    run = Path(req.run_dir)
+    cfg = req.config
+    data = Path(req.data_dir) if req.data_dir else None
+    if data is None:
+        stage(f"datagen: SF={cfg.pairs.scale_factor}, {cfg.pairs.rate.profile}"
+              f"{' (quick)' if cfg.pairs.rate.quick else ''} profile")
+        data = generate_pairs(cfg.pairs, run / "data", config_toml=cfg.to_toml(), progress=data_progress).directory
+    strategies = run / "strategies.xml"
+    if req.strategies_file:
+        shutil.copyfile(req.strategies_file, strategies)
+    else:
+        stage("querygen: strategies")
+        write_strategies(load_aux(data / "pairs-aux.json"), cfg.pairs.seed, strategies)
+    if req.strategy_limit is not None:
+        spec = read_strategies(strategies)
+        if req.strategy_limit < len(spec.strategies):
+            strategies.rename(run / "strategies-all.xml")
+            write_spec(StrategySet(spec.scale_factor, spec.seed, spec.strategies[:req.strategy_limit]), strategies)
+    return data, strategies
+
+
+def driver_config(cfg: Config, data: Path):
+    from harness.config import DriverConfig
+
+    # Pairs windows are over tickTS, which the driver never rewrites: no need to wait for a whole
+    # minute to align the run start (specs/DRIVER.md, Clocks).
+    return DriverConfig(dataset_dir=data, pacing="tickts", speed=cfg.run.speed, stamp=cfg.run.stamp,
+                        align_ms=1000, hold=True)
+
+
+def backlog_limit_events(cfg: Config, data: Path) -> int:
+    """q^b in events: max_backlog_s seconds of input at the dataset's mean rate."""
+    from validator.ticks import read_manifest
+
+    m = read_manifest(data)
+    mean_eps = m["total_rows"] / max(m["profile"]["duration_ms"] / 1000.0, 1e-9)
+    return max(1000, int(cfg.run.max_backlog_s * mean_eps * cfg.run.speed))
+
+
+def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, data_progress=None,
+                       on_progress=None) -> PairsRunOutcome:
+    from harness.engine_run import EngineRunSpec, run_engine
+    from kit.records import INDICATOR, MARKET_ORDER
+    from translators.output import write_program
+    from translators.registry import engine_module
+    from translators.request import PairsTranslation
+    from validator.pairs_run import PairsValidation, validate_pairs
+
+    cfg = req.config
+    run = Path(req.run_dir)
+    run.mkdir(parents=True)
+    write_config(cfg, run / "config.toml")
+    data, strategies = prepare_inputs(req, stage, data_progress)
+
+    stage(f"translate: {cfg.run.engine}, {cfg.run.plan} plan")
+    translation = PairsTranslation.from_file(strategies, cfg.run.plan)
+    program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
+
+    stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}")
+    spec = EngineRunSpec(
+        program=program, run_dir=run / "engine", driver=driver_config(cfg, data), master=cfg.run.master,
+        shuffle_partitions=cfg.run.shuffle_partitions, trigger_ms=cfg.run.trigger_ms,
+        output_format=cfg.run.output_format,
+        output_schemas={"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
+        backlog_limit_events=backlog_limit_events(cfg, data), backlog_grace_s=cfg.run.backlog_grace_s,
+        startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
+    result = run_engine(spec, on_progress=on_progress)
+
+    if result.status == "failed":
+        return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
+    stage("validate: reference answers, comparison, latency, pscore")
+    outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
+                                             req.chart_strategy))
+    verdict = outcome.verdict if result.status == "completed" else "FAILED"
+    return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
+                           outcome.pscore, outcome.p99_ms, result)
+
+
+def with_overrides(cfg: Config, **run_changes) -> Config:
+    return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, **run_changes))

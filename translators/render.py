@@ -1,0 +1,34 @@
+"""Rendering program templates with jinja2, and checking that what comes out is tidy Python."""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+import jinja2
+
+from kit.errors import CepkitError
+
+MAX_LINE = 120
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("translators", "templates"),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["repr"] = repr
+    return env
+
+
+def render(template: str, **context) -> str:
+    """Render `template` and check the result parses, has no long lines or trailing spaces."""
+    text = _env().get_template(template).render(**context)
+    try:
+        ast.parse(text)
+    except SyntaxError as e:  # a template bug, not a user error, but say where
+        raise CepkitError(f"{template}: generated code does not parse: line {e.lineno}: {e.msg}") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_LINE or line != line.rstrip():
+            raise CepkitError(f"{template}: generated line {n} is too long or has trailing spaces")
+    return text

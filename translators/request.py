@@ -1,0 +1,38 @@
+"""What a translation needs: the workload spec, the plan mode and where the spec came from."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import CepkitError
+from kit.workload import StrategySet, read_strategies
+
+
+@dataclass(frozen=True)
+class PairsTranslation:
+    """A Pairs strategies spec to translate, with its plan mode ("shared" or "per-strategy").
+
+    `source_name` and `source_sha256` only label the generated program, so a program can be
+    traced back to the exact spec it was made from.
+    """
+
+    strategies: StrategySet
+    plan: str = "shared"
+    source_name: str = "<memory>"
+    source_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        from translators.registry import PLANS
+
+        if self.plan not in PLANS:
+            raise CepkitError(f"plan: must be one of {', '.join(PLANS)}, got {self.plan!r}")
+        if not isinstance(self.strategies, StrategySet):
+            raise CepkitError("strategies: must be a StrategySet")
+
+    @classmethod
+    def from_file(cls, path: Path, plan: str = "shared") -> "PairsTranslation":
+        path = Path(path)
+        spec = read_strategies(path)
+        return cls(spec, plan, path.name, hashlib.sha256(path.read_bytes()).hexdigest())
