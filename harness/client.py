@@ -14,14 +14,12 @@ first use there.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 
-from harness.protocol import DriverError, ProtocolError, decode_table, raise_for, recv_frame, send_frame
+from harness.frame_client import FrameConnection
+from harness.protocol import DriverError, decode_table, raise_for
 
 
 class DriverClient:
@@ -30,70 +28,23 @@ class DriverClient:
         if not port:
             raise DriverError("DriverClient: a port is required (the driver reports the one it chose)")
         self.host, self.port = host, int(port)
-        self.timeout_s = timeout_s
-        self.reconnect_s = reconnect_s
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
+        self._conn = FrameConnection(host, port, peer="driver", unreachable=DriverError, timeout_s=timeout_s,
+                                     reconnect_s=reconnect_s)
         self._info: dict | None = None
         self._schema: pa.Schema | None = None
-        self.reconnects = 0
 
     # ---- plumbing ------------------------------------------------------------------------------
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_sock"] = None
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def _connect(self) -> socket.socket:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
+    @property
+    def reconnects(self) -> int:
+        return self._conn.reconnects
 
     def _request(self, header: dict, wait_ms: int = 0) -> tuple[dict, memoryview]:
-        where = f"driver at {self.host}:{self.port}"
-        deadline = None
-        with self._lock:
-            while True:
-                try:
-                    if self._sock is None:
-                        self._sock = self._connect()
-                    # A waiting request legitimately takes up to wait_ms before the answer starts.
-                    self._sock.settimeout(self.timeout_s + wait_ms / 1000.0)
-                    send_frame(self._sock, header)
-                    frame = recv_frame(self._sock)
-                    if frame is None:
-                        raise ConnectionResetError("connection closed by the driver")
-                except ProtocolError:
-                    self._drop()
-                    raise
-                except OSError as e:
-                    self._drop()
-                    now = time.monotonic()
-                    deadline = deadline or now + self.reconnect_s
-                    if now >= deadline:
-                        raise DriverError(f"{where}: unreachable: {e}") from None
-                    self.reconnects += 1
-                    time.sleep(0.05)
-                    continue
-                resp, body = frame
-                return raise_for(resp, where), body
-
-    def _drop(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+        resp, body = self._conn.request(header, wait_s=wait_ms / 1000.0)
+        return raise_for(resp, self._conn.where), body
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self._conn.close()
 
     def __enter__(self) -> "DriverClient":
         return self

@@ -14,12 +14,17 @@ from collections.abc import Callable
 
 from harness.protocol import ProtocolError, error_header, recv_frame, send_frame
 
-Handler = Callable[[dict], tuple[dict, object]]
+Handler = Callable[..., tuple[dict, object]]
 
 
 class FrameServer:
-    def __init__(self, host: str, port: int, handler: Handler):
+    """Serves `handler(header)` per request frame, or `handler(header, body)` with `pass_body`
+    (the harness sink receives Arrow data in request bodies). `name` prefixes thread names."""
+
+    def __init__(self, host: str, port: int, handler: Handler, *, name: str = "driver", pass_body: bool = False):
         self._handler = handler
+        self._name = name
+        self._pass_body = pass_body
         self._listener = socket.create_server((host, port), backlog=64)
         # The accept loop wakes up this often to notice stop(); accept itself is not interruptible.
         self._listener.settimeout(0.05)
@@ -29,7 +34,7 @@ class FrameServer:
         self._conns: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         self.connections_total = 0
-        self._accept_thread = threading.Thread(target=self._accept_loop, name="driver-accept", daemon=True)
+        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
 
     def start(self) -> None:
         self._accept_thread.start()
@@ -50,7 +55,7 @@ class FrameServer:
             conn.settimeout(None)
             # Small responses (offsets, stats) must not wait for Nagle's algorithm.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t = threading.Thread(target=self._serve, args=(conn,), name="driver-conn", daemon=True)
+            t = threading.Thread(target=self._serve, args=(conn,), name=f"{self._name}-conn", daemon=True)
             with self._lock:
                 if self._stopping.is_set():
                     conn.close()
@@ -71,9 +76,10 @@ class FrameServer:
                     break
                 if frame is None:
                     break
-                header, _ = frame
+                header, request_body = frame
                 try:
-                    resp, body = self._handler(header)
+                    resp, body = (self._handler(header, request_body) if self._pass_body
+                                  else self._handler(header))
                 except Exception as e:  # noqa: BLE001 - every failure goes back to the client as one line
                     resp, body = error_header(e), None
                 send_frame(conn, resp, body)

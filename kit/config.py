@@ -197,9 +197,13 @@ class RunConfig:
     backlog_grace_s: float = 5.0
     startup_timeout_s: float = 240.0
     drain_timeout_s: float = 180.0
+    spark_conf: tuple[str, ...] = ()     # extra Spark settings, "key=value" each
 
     def __post_init__(self) -> None:
         _choice(self, "engine", ENGINES)
+        for item in self.spark_conf:
+            _need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
+                  f"entries must look like key=value, got {item!r}")
         _choice(self, "plan", PLANS)
         _choice(self, "stamp", STAMPS)
         _choice(self, "output_format", FORMATS)
@@ -273,6 +277,10 @@ def _coerce(value: Any, tp: Any, key: str, source: str | None) -> Any:
         if isinstance(value, str):
             return value
         raise at(source, key, f"must be a string, got {value!r}")
+    if typing.get_origin(tp) is tuple:  # tuple[str, ...]: a TOML array of strings
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise at(source, key, f"must be an array of strings, got {value!r}")
     raise TypeError(f"unsupported config type {tp!r} for {key}")
 
 

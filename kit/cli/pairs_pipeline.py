@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from kit.config import Config, write_config
 from kit.errors import CepkitError
 
@@ -131,12 +133,13 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}")
     spec = EngineRunSpec(
         program=program, run_dir=run / "engine", driver=driver_config(cfg, data), master=cfg.run.master,
+        spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
         shuffle_partitions=cfg.run.shuffle_partitions, trigger_ms=cfg.run.trigger_ms,
         output_format=cfg.run.output_format,
         output_schemas={"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
         backlog_limit_events=backlog_limit_events(cfg, data), backlog_grace_s=cfg.run.backlog_grace_s,
         startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
-    result = run_engine(spec, on_progress=on_progress)
+    result = run_engine(spec, on_progress=_with_phase(on_progress, data))
 
     if result.status == "failed":
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
@@ -146,6 +149,33 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     verdict = outcome.verdict if result.status == "completed" else "FAILED"
     return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
                            outcome.pscore, outcome.p99_ms, result)
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A harness snapshot placed on the rate profile: its phase and the profile's length."""
+
+    snapshot: object            # harness RunSnapshot
+    phase: str
+    duration_ms: int
+
+
+def _with_phase(on_progress, data: Path):
+    if on_progress is None:
+        return None
+    from kit.profiles import profile_from_dict
+    from validator.ticks import read_manifest
+
+    profile = profile_from_dict(read_manifest(data)["profile"])
+    starts = profile.phase_starts_ms()
+
+    def callback(snap) -> None:
+        t = snap.sim_ms
+        i = int(np.searchsorted(starts, t, side="right")) - 1
+        phase = "lead-in" if t < 0 else "drain" if t >= profile.duration_ms else profile.phases[i].name
+        on_progress(RunProgress(snap, phase, profile.duration_ms))
+
+    return callback
 
 
 def with_overrides(cfg: Config, **run_changes) -> Config:

@@ -11,6 +11,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgress
                            TimeElapsedColumn, TimeRemainingColumn)
 
 
+PLAIN_EVERY_S = 15.0
+
+
 def console() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
@@ -33,18 +36,26 @@ def progress_bar(description: str) -> Iterator[Callable[[int, float], None]]:
 def run_progress() -> Iterator[Callable[[object], None]]:
     """A live line for an engine run: simulated time as the bar, then phase, input rate, backlog,
     outputs and the p99 latency so far. Yields the harness's on_progress callback."""
+    tty = sys.stderr.isatty()
+    last_plain = [-PLAIN_EVERY_S]
     with Progress(TextColumn("[bold]engine run"), BarColumn(), TextColumn("{task.fields[sim]}"),
                   TextColumn("{task.fields[line]}"), TimeElapsedColumn(), console=console(), transient=False,
-                  disable=not sys.stderr.isatty()) as bar:
+                  disable=not tty) as bar:
         task = bar.add_task("run", total=None, sim="", line="")
 
-        def update(snap) -> None:
+        def update(progress) -> None:
+            snap = progress.snapshot
             outputs = sum((snap.outputs or {}).values())
             p99 = "-" if snap.latency_p99_ms is None else f"{snap.latency_p99_ms:,.0f} ms"
-            line = (f"{snap.phase or '':>10}  {snap.rate_eps:>9,.0f} ev/s  backlog {snap.backlog:>8,}  "
+            line = (f"{progress.phase:>10}  {snap.rate_eps:>9,.0f} ev/s  backlog {snap.backlog:>8,}  "
                     f"outputs {outputs:>7,}  p99 {p99}")
-            total_s = (snap.duration_ms or 0) / 1000
-            bar.update(task, completed=max(snap.sim_ms, 0) / 1000, total=total_s or None,
+            total_s = progress.duration_ms / 1000
+            if not tty and snap.elapsed_s - last_plain[0] >= PLAIN_EVERY_S:
+                # Logs (CI, nohup) get a plain line now and then instead of a live bar.
+                last_plain[0] = snap.elapsed_s
+                print(f"engine run {max(snap.sim_ms, 0) / 1000:5.0f}/{total_s:.0f} s {line}", file=sys.stderr,
+                      flush=True)
+            bar.update(task, completed=min(max(snap.sim_ms, 0) / 1000, total_s), total=total_s or None,
                        sim=f"{max(snap.sim_ms, 0) / 1000:5.0f}/{total_s:.0f} s", line=line)
 
         yield update

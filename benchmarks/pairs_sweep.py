@@ -1,0 +1,109 @@
+"""Pairs scalability sweep on PySpark: quick-profile runs at SF 1, 2, 4, 8, ... in both plan modes.
+
+For each plan mode the scale factor doubles until the run's p99 latency passes 2 s, the run is
+stopped as unsustainable (backlog above q^b), or --max-sf is reached. Each run is a full
+`cepkit pairs` pipeline (fresh data, strategies, program, run, validation) in its own directory
+under --runs. Prints one table: SF, mean/peak input rate, strategies, p50/p99 event-time latency
+(Indicator and MarketOrder rows in the measurement interval), pscore, CPU, RSS, verdict.
+
+    .venv/bin/python benchmarks/pairs_sweep.py [--plans shared,per-strategy] [--max-sf 64]
+           [--runs runs/sweep] [--per-strategy-limit N] [--set KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import numpy as np  # noqa: E402
+
+from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline  # noqa: E402
+from kit.config import load_config  # noqa: E402
+from kit.paths import REPO_ROOT, fresh_path  # noqa: E402
+from kit.profiles import profile_from_dict  # noqa: E402
+from validator.latency import measurement_mask, latency_stats, event_time_latency_ms  # noqa: E402
+from validator.outputlog import read_output_log  # noqa: E402
+
+P99_LIMIT_MS = 2000.0
+
+
+def _latency(run_dir: Path, manifest: dict) -> tuple[float | None, float | None]:
+    """p50/p99 event-time latency of every output row whose input is in the measurement interval."""
+    log = read_output_log(run_dir / "engine" / "outputs")
+    profile = profile_from_dict(manifest["profile"])
+    lat = []
+    for name in ("Indicator", "MarketOrder"):
+        rows = log.stream(name)
+        if len(rows):
+            mask = measurement_mask(rows["inputTS"].to_numpy(np.int64), profile, log.clocks)
+            lat.append(event_time_latency_ms(rows[mask]))
+    values = np.concatenate(lat) if lat else np.array([])
+    if len(values) == 0:
+        return None, None
+    s = latency_stats(values)
+    return s.p50_ms, s.p99_ms
+
+
+def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
+    config = load_config(REPO_ROOT / "specs" / "configs" / "quick.toml",
+                         base_args + [f"pairs.scale_factor={sf}", f"run.plan={plan!r}"])
+    run_dir = fresh_path(runs, f"sf{sf}-{plan}")
+    started = time.time()
+    outcome = run_pairs_pipeline(PairsRunRequest(config, run_dir, strategy_limit=limit),
+                                 stage=lambda s: print(f"  [{plan} SF={sf}] {s}", file=sys.stderr, flush=True))
+    manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
+    duration_s = manifest["profile"]["duration_ms"] / 1000
+    eng = outcome.engine
+    strategies = (run_dir / "strategies.xml").read_text().count("<PairsStrategy ")
+    p50, p99 = _latency(run_dir, manifest) if outcome.status != "failed" else (None, None)
+    return {"sf": sf, "plan": plan, "mean_eps": manifest["total_rows"] / duration_s,
+            "peak_eps": manifest["scale"]["peak_rate_eps"], "strategies": strategies, "p50_ms": p50, "p99_ms": p99,
+            "order_p99_ms": outcome.p99_ms, "pscore": outcome.pscore, "cpu": eng.mean_cpu_percent,
+            "rss_mib": (eng.peak_rss_bytes or 0) / 2**20, "status": outcome.status, "verdict": outcome.verdict,
+            "wall_s": time.time() - started, "run": str(run_dir)}
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plans", default="shared,per-strategy")
+    ap.add_argument("--max-sf", type=int, default=64)
+    ap.add_argument("--runs", default="runs/sweep")
+    ap.add_argument("--per-strategy-limit", type=int, default=None,
+                    help="keep only the first N strategies in per-strategy runs (default: all)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args()
+    runs = Path(args.runs)
+    rows = []
+    for plan in args.plans.split(","):
+        sf = 1
+        while sf <= args.max_sf:
+            row = one_run(args.overrides, sf, plan, runs, args.per_strategy_limit if plan == "per-strategy" else None)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            if row["status"] != "completed" or (row["p99_ms"] or 0) > P99_LIMIT_MS:
+                break
+            sf *= 2
+    head = ("plan", "SF", "in ev/s (mean/peak)", "strategies", "p50 ms", "p99 ms", "order p99 ms", "pscore",
+            "CPU %", "RSS MiB", "run", "verdict")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print(f"| {r['plan']} | {r['sf']} | {r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
+              f"{_fmt(r['p50_ms'], ',.0f')} | {_fmt(r['p99_ms'], ',.0f')} | {_fmt(r['order_p99_ms'], ',.0f')} | "
+              f"{_fmt(r['pscore'], '.2f')} | {_fmt(r['cpu'], '.0f')} | {r['rss_mib']:,.0f} | {r['status']} | "
+              f"{r['verdict']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

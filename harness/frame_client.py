@@ -1,0 +1,82 @@
+"""One reconnecting request/response connection speaking the frame protocol (harness/protocol.py).
+
+Used by the driver's client (harness/client.py) and the sink's client (harness/sink.py). Every
+request the harness makes is idempotent (reads address offsets; the sink writes each
+(stream, batch) once), so a request cut by a lost connection is sent again on a new one until
+`reconnect_s` passes. One connection serves one thread at a time (a lock makes concurrent use
+safe but serial). It pickles without its socket and lock, so a client can be shipped to Spark's
+Python workers and connects on first use there.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from harness.protocol import ProtocolError, recv_frame, send_frame
+
+
+class FrameConnection:
+    def __init__(self, host: str, port: int, *, peer: str, unreachable: type[Exception], timeout_s: float,
+                 reconnect_s: float):
+        self.host, self.port = host, int(port)
+        self.peer = peer
+        self.where = f"{peer} at {self.host}:{self.port}"
+        self._unreachable = unreachable
+        self.timeout_s, self.reconnect_s = timeout_s, reconnect_s
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self.reconnects = 0
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_sock"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def request(self, header: dict, body=None, *, wait_s: float = 0.0) -> tuple[dict, memoryview]:
+        """Send one frame, return the answer's (header, body). `wait_s`: the peer may legitimately
+        take this long before it starts answering (a long-polling request). A ProtocolError (a
+        malformed answer) drops the connection and propagates; a connection that stays lost for
+        `reconnect_s` raises `unreachable`."""
+        deadline = None
+        with self._lock:
+            while True:
+                try:
+                    if self._sock is None:
+                        self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+                        # Small requests and answers must not wait for Nagle's algorithm.
+                        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    self._sock.settimeout(self.timeout_s + wait_s)
+                    send_frame(self._sock, header, body)
+                    frame = recv_frame(self._sock)
+                    if frame is None:
+                        raise ConnectionResetError(f"connection closed by the {self.peer}")
+                    return frame
+                except ProtocolError:
+                    self._drop()
+                    raise
+                except OSError as e:
+                    self._drop()
+                    now = time.monotonic()
+                    deadline = deadline or now + self.reconnect_s
+                    if now >= deadline:
+                        raise self._unreachable(f"{self.where}: unreachable: {e}") from None
+                    self.reconnects += 1
+                    time.sleep(0.05)
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()

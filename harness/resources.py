@@ -1,0 +1,193 @@
+"""Sampling an engine run's resources and the driver's backlog into CSV files (metrics/).
+
+- `ResourceSampler(root_pid, csv_path)`: a thread that once per interval sums CPU and resident
+  memory over a process tree (the engine program, its JVM, Spark's Python workers), re-scanning
+  the tree each time since children appear late. CPU is the tree's CPU time used since the last
+  sample over the wall time, in percent of one core; a process first seen counts all its CPU
+  time once, a process that exited between samples loses its last partial interval. RSS sums
+  the processes' resident sets (shared pages of forked workers count once per process).
+  Columns: `ts_ms,cpu_percent,rss_bytes,jvm_rss_bytes,python_rss_bytes` (validator/outputlog.py
+  `read_resources` reads them).
+- `BacklogLog(csv_path)`: one `ts_ms,released,pulled,backlog` row per call, from the driver's
+  stats, written by the run's monitor loop.
+
+Every row is flushed as it is written, so a killed run keeps its metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+RESOURCE_COLUMNS = ("ts_ms", "cpu_percent", "rss_bytes", "jvm_rss_bytes", "python_rss_bytes")
+BACKLOG_COLUMNS = ("ts_ms", "released", "pulled", "backlog")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CsvLog:
+    """A CSV file written a row at a time (header first), flushed after every row."""
+
+    def __init__(self, path: Path, columns: tuple[str, ...]):
+        self.path = Path(path)
+        self.columns = columns
+        self._fh = open(self.path, "x", encoding="utf-8")
+        self._fh.write(",".join(columns) + "\n")
+        self._fh.flush()
+        self.rows = 0
+
+    def write(self, values) -> None:
+        self._fh.write(",".join(str(v) for v in values) + "\n")
+        self._fh.flush()
+        self.rows += 1
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+class BacklogLog(CsvLog):
+    def __init__(self, path: Path):
+        super().__init__(path, BACKLOG_COLUMNS)
+
+    def record(self, stats: dict, ts_ms: int | None = None) -> None:
+        self.write((ts_ms if ts_ms is not None else now_ms(), stats["released"], stats["pulled"], stats["backlog"]))
+
+
+def _kind(proc: psutil.Process) -> str:
+    try:
+        name = proc.name().lower()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "other"
+    if name.startswith("java"):
+        return "jvm"
+    if name.startswith("python"):
+        return "python"
+    return "other"
+
+
+class ResourceSampler:
+    """Samples the tree under `root_pid` every `interval_s` until `stop()`."""
+
+    def __init__(self, root_pid: int, csv_path: Path, interval_s: float = 1.0):
+        self.root_pid = root_pid
+        self.interval_s = interval_s
+        self._log = CsvLog(csv_path, RESOURCE_COLUMNS)
+        self._procs: dict[int, psutil.Process] = {}
+        self._cpu_s: dict[int, float] = {}
+        self._last_t: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
+        self.samples = 0
+        self.peak_rss_bytes = 0
+        self.last: dict | None = None
+        self._cpu_sum = 0.0
+        # Start-up (JVM, Spark session) is busy and not part of the measured run; mark() starts
+        # the run's own CPU mean.
+        self._marked = False
+        self._run_samples = 0
+        self._run_cpu_sum = 0.0
+
+    def mark(self) -> None:
+        """From now on `run_mean_cpu_percent` averages the samples (the measured run begins)."""
+        self._marked = True
+
+    def start(self) -> "ResourceSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._log.close()
+
+    @property
+    def mean_cpu_percent(self) -> float | None:
+        """Over every sample, start-up included."""
+        return self._cpu_sum / self.samples if self.samples else None
+
+    @property
+    def run_mean_cpu_percent(self) -> float | None:
+        """Over the samples since mark() (None before any)."""
+        return self._run_cpu_sum / self._run_samples if self._run_samples else None
+
+    @property
+    def csv_path(self) -> Path:
+        return self._log.path
+
+    def _loop(self) -> None:
+        # The first reading only sets the CPU baseline; rows start one interval later.
+        self.sample(write=False)
+        while not self._stop.wait(self.interval_s):
+            if self.sample() is None:
+                return      # the root process is gone
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
+            procs = [root] + root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        out = []
+        for p in procs:
+            # Keep the Process objects: they remember the create time, so a reused pid is not mixed up.
+            known = self._procs.get(p.pid)
+            if known is not None and known.create_time() == p.create_time():
+                out.append(known)
+            else:
+                self._procs[p.pid] = p
+                self._cpu_s.pop(p.pid, None)
+                out.append(p)
+        return out
+
+    def sample(self, write: bool = True) -> dict | None:
+        """One reading of the tree (and a CSV row); None when the root process is gone."""
+        t = time.monotonic()
+        ts = now_ms()
+        procs = self._tree()
+        if not procs:
+            return None
+        cpu_used = 0.0
+        rss = {"jvm": 0, "python": 0, "other": 0}
+        alive = set()
+        for p in procs:
+            try:
+                with p.oneshot():
+                    times = p.cpu_times()
+                    mem = p.memory_info().rss
+                    # Asked every time: a JVM first seen between fork and exec is still "python".
+                    kind = _kind(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            alive.add(p.pid)
+            total = times.user + times.system
+            cpu_used += total - self._cpu_s.get(p.pid, 0.0)
+            self._cpu_s[p.pid] = total
+            rss[kind] += mem
+        for pid in list(self._procs):
+            if pid not in alive:
+                self._procs.pop(pid, None)
+                self._cpu_s.pop(pid, None)
+        elapsed = t - self._last_t if self._last_t is not None else None
+        self._last_t = t
+        if not write or not elapsed:
+            return {}
+        cpu_percent = round(max(cpu_used, 0.0) / elapsed * 100.0, 1)
+        total_rss = sum(rss.values())
+        row = {"ts_ms": ts, "cpu_percent": cpu_percent, "rss_bytes": total_rss,
+               "jvm_rss_bytes": rss["jvm"], "python_rss_bytes": rss["python"]}
+        self._log.write(row[c] for c in RESOURCE_COLUMNS)
+        self.samples += 1
+        self._cpu_sum += cpu_percent
+        if self._marked:
+            self._run_samples += 1
+            self._run_cpu_sum += cpu_percent
+        self.peak_rss_bytes = max(self.peak_rss_bytes, total_rss)
+        self.last = row
+        return row

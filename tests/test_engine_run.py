@@ -1,0 +1,165 @@
+"""End to end: a real engine program (tests/spark_programs/echo_program.py) on real Spark, fed by a
+real driver process, writing through the real sink; run by harness.engine_run.run_engine.
+
+Each run starts a Spark session (~25 s to a warm, waiting query on a 2-core machine), so the file
+has three runs: one complete run checked in detail, one stopped as unsustainable (q^b), one whose
+output breaks the declared schema and must fail loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pytest
+
+from datagen.pairs import generate_pairs
+from harness.config import DriverConfig
+from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
+from harness.resources import ResourceSampler
+from kit.errors import CepkitError
+from tests.helpers import pairs_config, read_ticks
+from validator.outputlog import read_output_log, read_resources
+
+ECHO = Path(__file__).parent / "spark_programs" / "echo_program.py"
+RATE_EPS = 5000.0
+
+
+@pytest.fixture(scope="module")
+def ticks(tmp_path_factory) -> Path:
+    """~15k ticks (3 s of simulated time at 5000 ticks/s)."""
+    out = tmp_path_factory.mktemp("engine") / "ticks"
+    generate_pairs(pairs_config(rate={"profile": "constant", "duration_s": 3.0}), out)
+    return out
+
+
+def spec(ticks: Path, run_dir: Path, rate_eps: float = RATE_EPS, **changes) -> EngineRunSpec:
+    driver = DriverConfig(ticks, pacing="rate", rate_eps=rate_eps, lead_ms=200, align_ms=1)
+    return EngineRunSpec(program=ECHO, run_dir=run_dir, driver=driver, master="local[2]", **changes)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+class TreeWatcher:
+    """on_progress callback: remembers every process of the engine program's tree."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.pids: set[int] = set()
+        self.snapshots: list[RunSnapshot] = []
+
+    def __call__(self, snap: RunSnapshot) -> None:
+        self.snapshots.append(snap)
+        started = [json.loads(ln) for ln in (self.run_dir / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
+        pid = next(m["pid"] for m in started if m["event"] == "started")
+        try:
+            root = psutil.Process(pid)
+            self.pids |= {pid} | {p.pid for p in root.children(recursive=True)}
+        except psutil.NoSuchProcess:
+            pass
+
+
+def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_path):
+    run_dir = tmp_path / "run"
+    watcher = TreeWatcher(run_dir)
+    result = run_engine(spec(ticks, run_dir, output_schemas={"Echo": pa.schema(
+        [("symbol", pa.string()), ("price", pa.int32()), ("tickTS", pa.int64()), ("inputTS", pa.int64())])}),
+        on_progress=watcher)
+    assert result.status == "completed", result.message
+    want = read_ticks(ticks)
+    n = len(want["price"])
+    assert result.events_total == result.events_released == result.events_pulled == n
+    assert result.outputs == {"Echo": n}
+    assert result.output_log == run_dir / "outputs" / "output-log.json"
+    assert result.peak_rss_bytes > 100 * 2**20 and result.mean_cpu_percent > 0
+    assert 0 <= result.latency_p50_ms <= result.latency_p99_ms
+
+    log = read_output_log(run_dir)
+    echo = log.stream("Echo").sort_values("offset", kind="stable", ignore_index=True)
+    # Every input event exactly once, with its own fields.
+    assert echo["offset"].tolist() == list(range(n))
+    assert np.array_equal(echo["price"].to_numpy(), want["price"])
+    assert np.array_equal(echo["tickTS"].to_numpy(), want["tickTS"])
+    assert np.array_equal(echo["symbol"].astype(str).to_numpy(), want["symbol"])
+    # Rate pacing with scheduled stamps: TS = run start + floor(i * 1000 / rate).
+    run_start = log.clocks.run_start_wall_ms
+    expected_ts = run_start + (np.arange(n) * 1000) // int(RATE_EPS)
+    assert np.array_equal(echo["inputTS"].to_numpy(), expected_ts)
+    # Pulled after it was due, delivered after it was pulled.
+    assert (echo["ingestTS"] >= echo["inputTS"]).all()
+    assert (echo["arrivalTS"] >= echo["ingestTS"]).all()
+    assert echo["batchId"].min() >= 1        # batch 0 is the empty warm-up batch before the run starts
+
+    backlog = (run_dir / "metrics" / "backlog.csv").read_text().splitlines()
+    assert backlog[0] == "ts_ms,released,pulled,backlog" and len(backlog) >= 3
+    resources = read_resources(run_dir)
+    assert len(resources) >= 5 and resources["jvm_rss_bytes"].max() > 100 * 2**20
+    assert (resources["rss_bytes"] >= resources["jvm_rss_bytes"] + resources["python_rss_bytes"]).all()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "completed" and run["events"]["pulled"] == n
+    assert run["engine"]["finished"]["end_offset"] == n
+    versions = json.loads((run_dir / "versions.json").read_text())
+    assert versions["pyspark"] == "4.3.0" and versions["java"]
+    assert json.loads((run_dir / "machine.json").read_text())["cpu_count"] >= 1
+    assert json.loads((run_dir / "logs" / "driver.json").read_text())["pulled"] == n
+    assert watcher.snapshots and watcher.snapshots[-1].total_events == n
+    assert watcher.pids and all(gone(p) for p in watcher.pids)
+
+    # A run directory is never reused, and the refusal leaves it untouched.
+    before = sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in run_dir.rglob("*"))
+    with pytest.raises(CepkitError, match="already exists"):
+        run_engine(spec(ticks, run_dir))
+    assert sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in run_dir.rglob("*")) == before
+
+
+def test_a_backlog_over_q_b_ends_the_run_as_unsustainable_without_orphans(ticks, tmp_path):
+    run_dir = tmp_path / "run"
+    watcher = TreeWatcher(run_dir)
+    result = run_engine(spec(ticks, run_dir, rate_eps=20_000.0, backlog_limit_events=1, backlog_grace_s=0.0),
+                        on_progress=watcher)
+    assert result.status == "unsustainable", result.message
+    assert "q^b = 1" in result.message
+    assert watcher.pids and all(gone(p) for p in watcher.pids)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "unsustainable"
+    # The program stopped between batches on SIGTERM and said so; its log is still readable.
+    assert "stopped" in run["engine"]
+    read_output_log(run_dir)
+
+
+def test_an_output_that_breaks_the_declared_schema_fails_the_run_loudly(ticks, tmp_path):
+    run_dir = tmp_path / "run"
+    schemas = {"Echo": pa.schema([("symbol", pa.string()), ("missingColumn", pa.int64())])}
+    result = run_engine(spec(ticks, run_dir, output_schemas=schemas))
+    assert result.status == "failed"
+    assert "missing column(s) missingColumn" in result.message
+    assert "\n" not in result.message
+    assert json.loads((run_dir / "run.json").read_text())["reason"] == result.message
+
+
+def test_resource_sampler_sums_a_process_tree_whose_children_appear_late(tmp_path):
+    # A parent that starts a busy child after a moment, as the program starts its JVM.
+    busy = "import time\\nt = time.time()\\nwhile time.time() - t < 1.5: pass"
+    code = f"import subprocess, sys, time; time.sleep(0.3); subprocess.run([sys.executable, '-c', '{busy}'])"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    sampler = ResourceSampler(proc.pid, tmp_path / "resources.csv", interval_s=0.25).start()
+    proc.wait()
+    time.sleep(0.5)     # the sampler notices the root is gone and stops sampling by itself
+    sampler.stop()
+    df = read_resources(tmp_path / "resources.csv")
+    assert list(df.columns) == ["ts_ms", "cpu_percent", "rss_bytes", "jvm_rss_bytes", "python_rss_bytes"]
+    assert len(df) >= 4 and df["ts_ms"].is_monotonic_increasing
+    assert df["cpu_percent"].max() > 50                  # the child's busy loop, found after it started
+    assert (df["python_rss_bytes"] > 0).all() and (df["jvm_rss_bytes"] == 0).all()
+    assert sampler.peak_rss_bytes == df["rss_bytes"].max()
