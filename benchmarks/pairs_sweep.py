@@ -7,7 +7,7 @@ under --runs. Prints one table: SF, mean/peak input rate, strategies, p50/p99 ev
 (Indicator and MarketOrder rows in the measurement interval), pscore, CPU, RSS, verdict.
 
     .venv/bin/python benchmarks/pairs_sweep.py [--plans shared,per-strategy] [--max-sf 64]
-           [--runs runs/sweep] [--per-strategy-limit N] [--set KEY=VALUE ...]
+           [--runs runs/sweep] [--per-strategy-limit N | --strategy-limit N] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--runs", default="runs/sweep")
     ap.add_argument("--per-strategy-limit", type=int, default=None,
                     help="keep only the first N strategies in per-strategy runs (default: all)")
+    ap.add_argument("--strategy-limit", type=int, default=None,
+                    help="keep only the first N strategies in every run (both plans: a like-for-like comparison)")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     runs = Path(args.runs)
@@ -87,7 +89,8 @@ def main() -> int:
     for plan in args.plans.split(","):
         sf = 1
         while sf <= args.max_sf:
-            row = one_run(args.overrides, sf, plan, runs, args.per_strategy_limit if plan == "per-strategy" else None)
+            limit = args.strategy_limit or (args.per_strategy_limit if plan == "per-strategy" else None)
+            row = one_run(args.overrides, sf, plan, runs, limit)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
             if row["status"] != "completed" or (row["p99_ms"] or 0) > P99_LIMIT_MS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import pprint
 from functools import lru_cache
 
 import jinja2
@@ -18,6 +19,8 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
     env.filters["repr"] = repr
+    # Literals too long for one line (query dicts) are wrapped the way a person would.
+    env.filters["pformat"] = lambda v, width=110: pprint.pformat(v, width=width, sort_dicts=False)
     return env
 
 

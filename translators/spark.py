@@ -20,3 +20,10 @@ def translate_pairs(req: PairsTranslation) -> str:
     return render("pyspark_pairs.py.j2", strategies=spec.strategies, plan=req.plan,
                   scale_factor=spec.scale_factor, seed=spec.seed, version=__version__,
                   source_name=req.source_name, source_sha256=req.source_sha256 or "-" * 16)
+
+
+def translate_micro(req):
+    """A microbenchmark workload (translators/spark_micro.py)."""
+    from translators.spark_micro import translate_micro as translate
+
+    return translate(req)

@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("datagen", "kit.cli.datagen_cmd", "generate input data (Pairs ticks, microbenchmark streams)"),
     ("querygen", "kit.cli.querygen_cmd", "generate workload specs (Pairs strategies, microbenchmark query suites)"),
     ("pairs", "kit.cli.pairs_cmd", "run the Pairs benchmark end to end: data, strategies, engine, validation, pscore"),
+    ("micro", "kit.cli.micro_cmd", "run microbenchmark suites end to end: data, queries, engine, validation"),
     ("translate", "kit.cli.translate_cmd", "compile a workload spec into a runnable engine program (no engine started)"),
     ("validate", "kit.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
 )

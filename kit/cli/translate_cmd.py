@@ -1,4 +1,4 @@
-"""`cepkit translate pairs`: compile a strategies spec into a runnable engine program.
+"""`cepkit translate pairs|micro`: compile a workload spec into a runnable engine program.
 
 It only writes the program (under `paths.translator_dir` by default, never over an existing
 file); it never starts the engine. Run the program with `cepkit pairs` or by hand (see its header).
@@ -28,6 +28,18 @@ def register(sub, name: str, help_text: str) -> None:
     pairs.add_argument("--out", metavar="FILE", help="program file (must not exist); default: a new file under "
                                                      "paths.translator_dir")
     pairs.set_defaults(handler=run_pairs)
+    micro = kinds.add_parser("micro", help="a microbenchmark workload XML -> an engine program",
+                             description="Write a standalone engine program for one microbenchmark workload "
+                                         "(a Workload file, or one workload of a suite such as "
+                                         "specs/suites/joins-quick.xml).")
+    add_config_options(micro)
+    micro.add_argument("--spec", required=True, metavar="FILE", help="a workload XML, or a suite XML")
+    micro.add_argument("--workload", metavar="NAME", help="which workload of a suite file")
+    micro.add_argument("--data", metavar="DIR", help="the workload's dataset (needed for in-memory table joins)")
+    micro.add_argument("--engine", choices=sorted(ENGINES), help="target engine (default: run.engine)")
+    micro.add_argument("--out", metavar="FILE", help="program file (must not exist); default: a new file under "
+                                                     "paths.translator_dir")
+    micro.set_defaults(handler=run_micro)
 
 
 def run_pairs(args: argparse.Namespace) -> int:
@@ -47,6 +59,27 @@ def run_pairs(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
     write_program(text, out)
     console().print(f"[bold green]wrote[/] {engine} program ({plan} plan, {len(req.strategies)} strategies, "
+                    f"{text.count(chr(10))} lines) to {out}")
+    print(out)
+    return 0
+
+
+def run_micro(args: argparse.Namespace) -> int:
+    from kit.cli.progress import console
+    from kit.config import load_config
+    from kit.paths import fresh_path
+    from translators.output import write_program
+    from translators.registry import engine_module
+    from translators.spark_micro import MicroTranslation
+
+    config = load_config(args.config, args.overrides)
+    engine = args.engine or config.run.engine
+    req = MicroTranslation.from_files(Path(args.spec), Path(args.data) if args.data else None, args.workload)
+    text = engine_module(engine).translate_micro(req)
+    name = f"micro-{engine}-{req.workload.name}.py"
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
+    write_program(text, out)
+    console().print(f"[bold green]wrote[/] {engine} program ({len(req.workload.queries)} queries, "
                     f"{text.count(chr(10))} lines) to {out}")
     print(out)
     return 0

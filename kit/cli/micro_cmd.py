@@ -1,0 +1,79 @@
+"""`cepkit micro`: run microbenchmark suites on the engine, validate every query, one summary per suite.
+
+Each workload of the suite gets its dataset, program, engine run and validation in a subdirectory
+of one new run directory (layout: kit/cli/micro_pipeline.py). Suites are the files of
+specs/suites/ (`NAME.xml`, or `NAME-quick.xml` with --quick), or any suite file (--suite-file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from kit.cli import add_config_options
+
+SUITE_NAMES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    add_config_options(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--suite", choices=SUITE_NAMES + ("all",), help="a suite of specs/suites/, or all of them")
+    which.add_argument("--suite-file", metavar="FILE", help="any suite XML file")
+    p.add_argument("--quick", action="store_true", help="the quick variant of the suite (toy sizes, seconds each)")
+    p.add_argument("--workload", action="append", default=[], metavar="NAME",
+                   help="run only this workload of the suite (repeatable)")
+    p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
+    p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "
+                                                "of one directory per suite); default: under paths.runs_dir")
+    p.set_defaults(handler=run)
+
+
+def _suite_files(args: argparse.Namespace) -> list[Path]:
+    from kit.paths import SPECS_DIR
+
+    if args.suite_file:
+        return [Path(args.suite_file)]
+    names = SUITE_NAMES if args.suite == "all" else (args.suite,)
+    return [SPECS_DIR / "suites" / f"{n}{'-quick' if args.quick else ''}.xml" for n in names]
+
+
+def run(args: argparse.Namespace) -> int:
+    from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite, summary_table
+    from kit.cli.progress import console, run_progress
+    from kit.paths import fresh_path
+    from kit.workload import read_suite
+
+    overrides = tuple(args.overrides) + ((f"run.master={args.master!r}",) if args.master else ())
+    con = console()
+    files = _suite_files(args)
+    all_passed = True
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for path in files:
+        suite = read_suite(path)
+        if args.out and len(files) == 1:
+            run_dir = Path(args.out)
+        else:
+            parent = Path(args.out) if args.out else None
+            req0 = MicroSuiteRequest(Path(args.config) if args.config else None, overrides, suite, Path("-unused-"))
+            parent = parent or Path(req0.config.paths.runs_dir)
+            run_dir = fresh_path(parent, f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")
+        req = MicroSuiteRequest(Path(args.config) if args.config else None, overrides, suite, run_dir,
+                                tuple(args.workload))
+        con.print(f"[bold]suite {suite.name}[/]: {len(req.selected())} workload(s) -> {run_dir}")
+        with run_progress() as on_progress:
+            results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"),
+                                      on_progress=on_progress)
+        for r in results:
+            if r.verdict != "PASSED" and r.text:
+                print(f"{r.workload}:\n{r.text}")
+        print(summary_table(results))
+        passed = all(r.verdict == "PASSED" for r in results)
+        all_passed &= passed
+        colour = "green" if passed else "red"
+        con.print(f"suite {suite.name}: [bold {colour}]{'PASSED' if passed else 'FAILED'}[/]  "
+                  f"summary: {run_dir / 'summary.md'}")
+    return 0 if all_passed else 1
+

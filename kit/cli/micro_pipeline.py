@@ -1,0 +1,202 @@
+"""A microbenchmark suite end to end: per workload datagen -> translate -> run -> validate.
+
+`run_micro_suite(MicroSuiteRequest(...))` is what `cepkit micro` calls. Everything lands in one
+new run directory:
+
+    <run>/config.toml                the resolved base configuration
+    <run>/suite.xml                  the suite as run (after --workload selection)
+    <run>/<workload>/data/           its dataset (datagen micro with the workload's Dataset and Load)
+    <run>/<workload>/workload.xml    the workload spec
+    <run>/<workload>/program.py      the generated engine program
+    <run>/<workload>/engine/         the harness run: outputs/, metrics/, logs/, run.json
+    <run>/<workload>/validation.json each query's comparison and latency
+    <run>/summary.json, summary.md   one row per workload
+
+It lives in the CLI package because it is the one place allowed to wire every package together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from kit.config import Config, load_config, write_config
+from kit.errors import CepkitError
+from kit.workload import Suite, TimeWindowAggregation, TwoLevelAggregation, Workload
+
+Stage = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class MicroSuiteRequest:
+    """One suite run: the config file and `--set` overrides (each workload adds its dataset and
+    load to them), the suite, and `workloads`, the names to keep (default: all)."""
+
+    config_path: Path | None
+    overrides: tuple[str, ...]
+    suite: Suite
+    run_dir: Path
+    workloads: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if Path(self.run_dir).exists():
+            raise CepkitError(f"{self.run_dir}: run directory already exists; refusing to overwrite it")
+        known = {w.name for w in self.suite.workloads}
+        for name in self.workloads:
+            if name not in known:
+                raise CepkitError(f"suite {self.suite.name}: no workload {name!r} (has {', '.join(sorted(known))})")
+
+    @property
+    def config(self) -> Config:
+        return load_config(self.config_path, self.overrides)
+
+    def selected(self) -> tuple[Workload, ...]:
+        return tuple(w for w in self.suite.workloads if not self.workloads or w.name in self.workloads)
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    workload: str
+    params: dict
+    queries: int
+    status: str                 # the engine run's: completed, unsustainable, failed; or not translated
+    message: str
+    verdict: str                # PASSED, FAILED, NOT VALIDATED
+    events: int | None
+    input_eps: float | None     # events per second of the dataset (mean)
+    outputs: int
+    p50_ms: int | None
+    p99_ms: int | None
+    peak_rss_mib: float | None
+    mean_cpu_percent: float | None
+    text: str                   # the per-query comparison, one line each
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def align_ms(workload: Workload) -> int:
+    """The driver's start alignment: the rebased TS must keep every time window's boundaries
+    (specs/SEMANTICS.md section 1), so a multiple of every slideMs; whole seconds otherwise."""
+    out = 1000
+    for q in workload.queries:
+        if isinstance(q, (TimeWindowAggregation, TwoLevelAggregation)):
+            out = math.lcm(out, q.slide_ms)
+    return out
+
+
+def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: Stage,
+                 on_progress=None) -> WorkloadResult:
+    from datagen.micro import generate_micro
+    from harness.config import DriverConfig
+    from harness.engine_run import EngineRunSpec, run_engine
+    from kit.workload import output_schema, write_spec
+    from translators.output import write_program
+    from translators.registry import engine_module
+    from translators.spark_micro import MicroTranslation
+    from validator.report import format_text_report
+    from validator.latency import latency_stats
+    from validator.micro_run import validate_micro_run
+
+    cfg = req.config
+    wcfg = load_config(req.config_path, (*req.overrides, *workload.config_overrides()))
+    stage(f"{workload.name}: datagen ({workload.dataset.streams} stream(s), {workload.load.rate_eps:g} ev/s)")
+    ds = generate_micro(wcfg.micro, wdir / "data", config_toml=wcfg.to_toml())
+    spec_path = write_spec(workload, wdir / "workload.xml")
+    translation = MicroTranslation.from_files(spec_path, ds.directory)
+    try:
+        text = engine_module(cfg.run.engine).translate_micro(translation)
+    except CepkitError as e:     # a kind this engine cannot run yet: say so, go on with the suite
+        stage(f"{workload.name}: not run: {e}")
+        return WorkloadResult(workload.name, {p.name: p.value for p in workload.params}, len(workload.queries),
+                              "not translated", str(e), "NOT VALIDATED", ds.total_rows, None, 0, None, None, None,
+                              None, "")
+    program = write_program(text, wdir / "program.py")
+    stage(f"{workload.name}: run {len(workload.queries)} quer{'y' if len(workload.queries) == 1 else 'ies'} "
+          f"on {cfg.run.master}")
+    duration_s = ds.manifest["profile"]["duration_ms"] / 1000.0
+    mean_eps = ds.total_rows / max(duration_s, 1e-9)
+    spec = EngineRunSpec(
+        program=program, run_dir=wdir / "engine",
+        driver=DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
+                            align_ms=align_ms(workload), hold=True),
+        master=cfg.run.master, spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
+        shuffle_partitions=cfg.run.shuffle_partitions, trigger_ms=cfg.run.trigger_ms,
+        output_format=cfg.run.output_format,
+        output_schemas={q.id: output_schema(q).arrow_schema() for q in workload.queries},
+        backlog_limit_events=max(1000, int(cfg.run.max_backlog_s * mean_eps)),
+        backlog_grace_s=cfg.run.backlog_grace_s, startup_timeout_s=cfg.run.startup_timeout_s,
+        drain_timeout_s=cfg.run.drain_timeout_s)
+    result = run_engine(spec, on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
+    verdict, text, p50, p99 = "NOT VALIDATED", "", None, None
+    if result.status != "failed":
+        stage(f"{workload.name}: validate")
+        outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs")
+        (wdir / "validation.json").write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
+        verdict = outcome.verdict if result.status == "completed" else "FAILED"
+        text = format_text_report(tuple(q.comparison for q in outcome.queries))
+        stats = latency_stats(latencies)
+        p50, p99 = stats.p50_ms, stats.p99_ms
+    return WorkloadResult(
+        workload=workload.name, params={p.name: p.value for p in workload.params}, queries=len(workload.queries),
+        status=result.status, message=result.message, verdict=verdict, events=result.events_total,
+        input_eps=round(mean_eps, 1), outputs=sum(result.outputs.values()), p50_ms=p50, p99_ms=p99,
+        peak_rss_mib=None if result.peak_rss_bytes is None else round(result.peak_rss_bytes / 2**20, 1),
+        mean_cpu_percent=result.mean_cpu_percent, text=text)
+
+
+def _on_the_clock(on_progress, duration_ms: int):
+    """Micro loads have no named phases: place a snapshot on the run's own clock."""
+    from kit.cli.pairs_pipeline import RunProgress
+
+    if on_progress is None:
+        return None
+    return lambda snap: on_progress(RunProgress(snap, "run" if snap.sim_ms >= 0 else "lead-in", duration_ms))
+
+
+def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None,
+                    on_progress=None) -> list[WorkloadResult]:
+    from kit.workload import write_spec
+
+    run = Path(req.run_dir)
+    run.mkdir(parents=True)
+    write_config(req.config, run / "config.toml")
+    workloads = req.selected()
+    write_spec(dataclasses.replace(req.suite, workloads=workloads), run / "suite.xml")
+    results = []
+    for w in workloads:
+        results.append(run_workload(req, w, run / w.name, stage, on_progress))
+        write_summary(req.suite, results, run)       # after every workload: a crash keeps what is done
+    return results
+
+
+def write_summary(suite: Suite, results: list[WorkloadResult], run: Path) -> None:
+    data = {"kind": "cepkit.micro-summary", "schema_version": 1, "suite": suite.name, "quick": suite.quick,
+            "workloads": [r.to_dict() for r in results]}
+    tmp = run / ".summary.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(run / "summary.json")
+    (run / "summary.md").write_text(summary_table(results) + "\n")
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
+
+
+def summary_table(results: list[WorkloadResult]) -> str:
+    head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "p50 ms", "p99 ms", "CPU %",
+            "RSS MiB", "run", "verdict")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        params = ", ".join(f"{k}={v}" for k, v in r.params.items())
+        lines.append(f"| {r.workload} | {params} | {r.queries} | {_fmt(r.events, ',')} | {_fmt(r.input_eps, ',.0f')} | "
+                     f"{r.outputs:,} | {_fmt(r.p50_ms, ',')} | {_fmt(r.p99_ms, ',')} | "
+                     f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | {r.status} | "
+                     f"{r.verdict} |")
+    return "\n".join(lines)

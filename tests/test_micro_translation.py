@@ -1,0 +1,137 @@
+"""Microbenchmark translation and run validation without Spark: every quick-suite workload becomes
+a tidy, importable program for every engine; a run's output log is validated against the reference
+(shifted time fields, missing/undue/wrong rows), with the log written by the real harness sink."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from datagen.micro import generate_micro
+from harness.sink import SinkClient, SinkServer
+from kit.config import load_config
+from kit.errors import CepkitError
+from kit.paths import SPECS_DIR
+from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, TableJoin, output_schema,
+                          read_suite)
+from kit.workload.suite import Dataset, Load, Workload
+from translators.output import write_program
+from translators.registry import ENGINES, engine_module
+from translators.spark_micro import MicroTranslation, output_fields
+from translators.micro_literal import query_literal
+from validator.micro_reference import expected_for_dataset
+from validator.micro_run import validate_micro_run
+
+QUICK_SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
+
+
+def _import(path):
+    spec = importlib.util.spec_from_file_location(f"micro_prog_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table_needed(w: Workload) -> bool:
+    return any(isinstance(q, TableJoin) for q in w.queries)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("suite", QUICK_SUITES)
+def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_path):
+    translated = 0
+    for w in read_suite(SPECS_DIR / "suites" / f"{suite}-quick.xml").workloads:
+        table = tmp_path / "T.parquet" if _table_needed(w) else None
+        req = MicroTranslation(w, table, f"{w.name}.xml", "cd" * 32)
+        if any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries):
+            with pytest.raises(CepkitError, match="storage=database"):
+                engine_module(engine).translate_micro(req)
+            continue
+        text = engine_module(engine).translate_micro(req)
+        assert all(len(line) <= 120 and line == line.rstrip() for line in text.splitlines())
+        path = write_program(text, tmp_path / w.name / "program.py")
+        module = _import(path)
+        assert [q["id"] for q in module.QUERIES] == [q.id for q in w.queries]
+        assert module.QUERIES == [query_literal(q) for q in w.queries]
+        for q in w.queries:
+            assert module.OUTPUT_STREAMS[q.id] == [*output_schema(q).names, "ingestTS"]
+        assert set(module._OUT_COLUMNS) >= {"stream", "ingestTS"}
+        translated += 1
+    assert translated > 0
+
+
+def test_conflicting_output_column_types_are_refused():
+    a = Filter("a", "S1", ("ID",))
+    b = CountWindowAggregation("b", "S1", 5, 1, (Aggregate("COUNT", None, "ID"),))
+    with pytest.raises(CepkitError, match="output column ID is long here but int"):
+        output_fields([query_literal(a), query_literal(b)])
+
+
+@pytest.fixture
+def filter_run(tmp_path):
+    """A two-query workload, its dataset, and a sink that writes an output log."""
+    w = Workload("w", "x", ("throughput",), Dataset(streams=1, attributes=2, max_id=10, seed=3),
+                 Load("constant", 200.0, 3000),
+                 QuerySet("independent", (Filter("f", "S1", ("ID", "A1"), ()),
+                                          CountWindowAggregation("c", "S1", 20, 20, (Aggregate("MAX", "A2", "mx"),),
+                                                                 ("ID",)))))
+    cfg = load_config(None, w.config_overrides())
+    data = generate_micro(cfg.micro, tmp_path / "data").directory
+    return w, data, tmp_path / "outputs"
+
+
+def _write_log(out, streams: dict, shift: int):
+    clocks = {"run_start_wall_ms": 1_800_000_060_000, "sim_start_ms": 1_800_000_060_000 - shift, "speed": 1.0}
+    with SinkServer(out) as sink, SinkClient(port=sink.port) as client:
+        for name, df in streams.items():
+            client.emit(name, 0, pa.Table.from_pandas(df, preserve_index=False))
+        sink.finish(clocks)
+
+
+def test_a_log_equal_to_the_reference_after_the_shift_passes(filter_run):
+    w, data, out = filter_run
+    expected = expected_for_dataset(w.query_set, data)
+    shift = 7 * 60_000
+    shifted = {k: v.assign(inputTS=v["inputTS"] + shift) for k, v in expected.items()}
+    _write_log(out, shifted, shift)
+    outcome, latencies = validate_micro_run(w, data, out)
+    assert outcome.verdict == "PASSED", outcome.to_dict()
+    assert [q.comparison.expected for q in outcome.queries] == [len(expected["f"]), len(expected["c"])]
+    assert len(expected["f"]) > 100 and len(expected["c"]) > 5
+    assert len(latencies) == len(expected["f"]) + len(expected["c"])
+
+
+def test_missing_undue_and_wrong_rows_are_counted(filter_run):
+    w, data, out = filter_run
+    expected = expected_for_dataset(w.query_set, data)
+    f = expected["f"].iloc[1:].copy()                       # one missing
+    c = expected["c"].copy()
+    c.loc[c.index[0], "mx"] += 1.0                          # one wrong
+    c = c._append(c.iloc[[1]])                              # one undue (a duplicate)
+    _write_log(out, {"f": f, "c": c.reset_index(drop=True)}, 0)
+    outcome, _ = validate_micro_run(w, data, out)
+    by_id = {q.query_id: q.comparison for q in outcome.queries}
+    assert outcome.verdict == "FAILED"
+    assert (by_id["f"].missing, by_id["f"].undue, by_id["f"].wrong) == (1, 0, 0)
+    assert (by_id["c"].missing, by_id["c"].undue, by_id["c"].wrong) == (0, 1, 1)
+
+
+def test_time_fields_are_shifted_back(filter_run, tmp_path):
+    """A selected TS is compared in the dataset's time: an unshifted one would be wrong."""
+    w, data, out = filter_run
+    w2 = Workload("w2", "x", ("throughput",), w.dataset, w.load,
+                  QuerySet("independent", (Filter("g", "S1", ("ID", "TS"), ()),)))
+    expected = expected_for_dataset(w2.query_set, data)
+    _write_log(out, {"g": expected["g"].assign(TS=expected["g"]["TS"] + 60_000)}, 60_000)
+    outcome, _ = validate_micro_run(w2, data, out)
+    c = outcome.queries[0].comparison                       # inputTS was not shifted: no row pairs up
+    assert c.missing == c.undue == len(expected["g"]) > 0 and outcome.verdict == "FAILED"
+    out2 = tmp_path / "outputs2"
+    g = expected["g"]
+    _write_log(out2, {"g": g.assign(TS=g["TS"] + 60_000, inputTS=g["inputTS"] + 60_000)}, 60_000)
+    outcome, _ = validate_micro_run(w2, data, out2)
+    assert outcome.verdict == "PASSED"
+    assert np.all(g["TS"].to_numpy() == g["inputTS"].to_numpy())

@@ -1,0 +1,113 @@
+"""The PySpark translation of microbenchmark workloads (thesis chapter 4, Q1-Q7).
+
+`translate_micro(MicroTranslation)` writes one standalone program per workload
+(templates/pyspark_micro.py.j2): filters and in-memory table joins as DataFrame operators, every
+other kind as a core (templates/micro_cores/) inside one `transformWithStateInPandas` operator
+with a group per query. specs/TRANSLATION.md says why each kind is planned the way it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit import __version__
+from kit.errors import CepkitError
+from kit.workload import Suite, Workload, read_spec
+from translators.micro_cores import core_source
+from translators.micro_literal import query_literal
+from translators.render import render
+
+# query kind -> (core file, class), for the kinds that need a stateful operator
+STATEFUL_CORES = {
+    "count_window": ("count_window", "CountWindowCore"),
+    "time_window": ("time_window", "TimeWindowCore"),
+    "window_join": ("window_join", "WindowJoinCore"),
+    "pattern": ("pattern", "PatternCore"),
+}
+_SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
+
+
+@dataclass(frozen=True)
+class MicroTranslation:
+    """A workload to translate. `table_path` is the dataset's join table (a Parquet file) when a
+    query joins with it in memory; `source_name`/`source_sha256` only label the program."""
+
+    workload: Workload
+    table_path: Path | None = None
+    source_name: str = "<memory>"
+    source_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workload, Workload):
+            raise CepkitError("workload: must be a Workload")
+        if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
+            raise CepkitError(f"{self.table_path}: the join table must be a Parquet file for the PySpark translation")
+
+    @classmethod
+    def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None,
+                   workload_name: str | None = None) -> "MicroTranslation":
+        """From a Workload file, or a Suite file and the name of one of its workloads."""
+        spec_xml = Path(spec_xml)
+        spec = read_spec(spec_xml)
+        if isinstance(spec, Suite):
+            names = [w.name for w in spec.workloads]
+            if workload_name is None and len(names) > 1:
+                raise CepkitError(f"{spec_xml}: a suite of {len(names)} workloads; name one ({', '.join(names)})")
+            name = workload_name or names[0]
+            if name not in names:
+                raise CepkitError(f"{spec_xml}: no workload {name!r} (has {', '.join(names)})")
+            spec = spec.workload(name)
+        if not isinstance(spec, Workload):
+            raise CepkitError(f"{spec_xml}: not a workload or suite spec")
+        return cls(spec, table_of(dataset_dir) if dataset_dir else None,
+                   spec_xml.name + (f"#{spec.name}" if workload_name else ""),
+                   hashlib.sha256(spec_xml.read_bytes()).hexdigest())
+
+
+def table_of(dataset_dir: Path) -> Path | None:
+    """The join table of a micro dataset (datagen-micro.md), or None."""
+    manifest_path = Path(dataset_dir) / "manifest.json"
+    try:
+        table = json.loads(manifest_path.read_text()).get("table")
+    except (OSError, ValueError) as e:
+        raise CepkitError(f"{manifest_path}: cannot read: {e}") from None
+    return (Path(dataset_dir) / table["path"]).resolve() if table else None
+
+
+def output_fields(literals: list[dict]) -> list[str]:
+    """One row type for every query's output: `stream`, the union of their columns, ingestTS."""
+    types: dict[str, str] = {}
+    for q in literals:
+        for name, logical in zip(q["fields"], q["types"]):
+            if types.setdefault(name, logical) != logical:
+                raise CepkitError(f"query {q['id']}: output column {name} is {logical} here but "
+                                  f"{types[name]} in another query of the set; rename it (as=...)")
+    types.setdefault("ingestTS", "long")
+    return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
+
+
+def translate_micro(req: MicroTranslation) -> str:
+    w = req.workload
+    literals = [query_literal(q) for q in w.queries]
+    for q in literals:
+        if q["kind"] == "table_join":
+            if q["storage"] != "memory":
+                raise CepkitError(f"query {q['id']}: table joins with storage={q['storage']} (J3) are not "
+                                  f"translated for PySpark yet")
+            if req.table_path is None:
+                raise CepkitError(f"query {q['id']}: joins table {q['table']}, but no dataset table was given")
+    kinds = sorted({q["kind"] for q in literals if q["kind"] in STATEFUL_CORES})
+    cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
+    return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
+                  source_sha256=req.source_sha256 or "-" * 16, queries=literals,
+                  filters=[q for q in literals if q["kind"] == "filter"],
+                  tables=[q for q in literals if q["kind"] == "table_join"],
+                  stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
+                  multi_stream=w.dataset.streams > 1,
+                  table_path=str(req.table_path) if req.table_path else None,
+                  output_fields=output_fields(literals), cores=cores,
+                  core_classes=[(k, STATEFUL_CORES[k][1]) for k in kinds],
+                  listing=lambda qs: ", ".join(f"{q['id']} ({q['kind']})" for q in qs))

@@ -1,0 +1,90 @@
+"""Validating one microbenchmark run: each query's output log stream against its reference answers.
+
+The engine saw the dataset's `TS` shifted onto the wall clock (the driver's clocks,
+specs/OUTPUT_LOG.md); time-valued output fields (`windowEnd` and any selected `TS`) are shifted
+back before comparing, and the triggering event's TS (inputTS shifted back) joins each row's
+key. Only tickTS-style pacing at speed 1 keeps time windows meaningful, so a run
+at another speed is refused. Latency is event-time latency (arrivalTS - inputTS) per query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kit.errors import CepkitError
+from kit.workload import Workload, output_schema
+from kit.records import Field, RecordSchema
+from kit.workload.queries import INPUT_TS, WINDOW_END
+from validator.compare import StreamComparison, compare_stream
+from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
+from validator.micro_reference import expected_for_dataset
+from validator.outputlog import Clocks, read_output_log
+
+TRIGGER_TS = "triggerTS"      # inputTS in the dataset's time: a comparison key
+
+
+@dataclass(frozen=True)
+class QueryOutcome:
+    query_id: str
+    kind: str
+    comparison: StreamComparison
+    latency: LatencyStats
+
+    def to_dict(self) -> dict:
+        return {"query": self.query_id, "kind": self.kind, **self.comparison.to_dict(),
+                "latency": self.latency.to_dict()}
+
+
+@dataclass(frozen=True)
+class MicroOutcome:
+    workload: str
+    queries: tuple[QueryOutcome, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.queries) and all(q.comparison.passed for q in self.queries)
+
+    @property
+    def verdict(self) -> str:
+        return "PASSED" if self.passed else "FAILED"
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "verdict": self.verdict, "queries": [q.to_dict() for q in self.queries]}
+
+
+def time_fields(query) -> list[str]:
+    """Output fields holding a TS value (compared after shifting back to the dataset's time)."""
+    return [n for n in output_schema(query).names if n == WINDOW_END or n == "TS" or n.endswith("_TS")]
+
+
+def shift_ms(clocks: Clocks, log_dir: Path) -> int:
+    if clocks.speed != 1:
+        raise CepkitError(f"{log_dir}: the run played at speed {clocks.speed:g}; microbenchmark time windows "
+                          f"are only checked at speed 1")
+    return int(clocks.run_start_wall_ms - clocks.sim_start_ms)
+
+
+def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path) -> tuple[MicroOutcome, np.ndarray]:
+    """Compare every query's stream; returns the outcome and all rows' event-time latencies (ms)."""
+    expected = expected_for_dataset(workload.query_set, Path(dataset_dir))
+    schemas = {q.id: output_schema(q) for q in workload.queries}
+    log = read_output_log(log_dir, schemas)
+    shift = shift_ms(log.clocks, Path(log_dir))
+    outcomes, every = [], []
+    for q in workload.queries:
+        engine = log.stream(q.id).copy()
+        for name in time_fields(q):
+            engine[name] = engine[name] - shift
+        # The triggering event's TS, back in the dataset's time, is part of every row's identity:
+        # without it a dropped row would shift the pairing of all later rows with the same key.
+        engine[TRIGGER_TS] = engine[INPUT_TS] - shift
+        exp = expected[q.id].assign(**{TRIGGER_TS: expected[q.id][INPUT_TS]})
+        schema = RecordSchema(q.id, schemas[q.id].fields + (Field(TRIGGER_TS, "long"),))
+        comparison = compare_stream(exp, engine, schema)
+        lat = event_time_latency_ms(engine) if len(engine) else np.array([], dtype=np.int64)
+        every.append(lat)
+        outcomes.append(QueryOutcome(q.id, q.KIND, comparison, latency_stats(lat)))
+    return MicroOutcome(workload.name, tuple(outcomes)), (np.concatenate(every) if every else np.array([]))
