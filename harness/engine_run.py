@@ -77,6 +77,7 @@ class EngineRunSpec:
     startup_timeout_s: float = 180.0
     drain_timeout_s: float = 120.0
     python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "program", Path(self.program))
@@ -119,7 +120,7 @@ class EngineRunSpec:
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
-                "python": self.python}
+                "python": self.python, "env": dict(self.env)}
 
 
 @dataclass(frozen=True)
@@ -340,6 +341,7 @@ class _Run:
         self.client = self.driver.client()
         env = dict(os.environ)
         env.update(PYSPARK_PYTHON=spec.python, PYSPARK_DRIVER_PYTHON=spec.python, PYTHONUNBUFFERED="1")
+        env.update(dict(spec.env))
         # The program imports harness.spark_app, and Spark's workers import the source module.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         cmd = [spec.python, str(spec.program.resolve()), "--driver", f"{self.driver.host}:{self.driver.port}",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up cepkit on a fresh Debian-like machine: Python >= 3.11 with venv, the package and its
 # dev dependencies in ./.venv, and a Java 17 runtime (Spark needs it). Safe to run repeatedly.
-# With --test it also installs what only the tests need (Chromium, to check the HTML report renders).
+# With --test it also installs what only the tests need: Chromium (to check the HTML report renders)
+# and PostgreSQL (the J3 join runs against a private server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,5 +51,9 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
 fi
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null; then
   apt_install chromium || { say "error: the tests need Debian's chromium package"; exit 1; }
+fi
+# J3 (stream-to-table join against a database) runs a private PostgreSQL from Debian's package.
+if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  apt_install postgresql || { say "error: the tests need Debian's postgresql package (J3)"; exit 1; }
 fi
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

@@ -23,8 +23,9 @@ def _aggs(prefix: str, functions=AGGS):
 
 
 def every_kind() -> Workload:
-    """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table: enough rows for every
-    query, small enough to validate in a second."""
+    """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table (in Spark's memory for q6,
+    in a PostgreSQL server the harness starts for q6db): enough rows for every query, small enough
+    to validate in a second."""
     queries = (
         Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
         CountWindowAggregation("q2s", "S1", 60, 1, _aggs("s"), ("ID",)),
@@ -35,6 +36,8 @@ def every_kind() -> Workload:
         WindowJoin("q5", "S1", "S2", 40, "ID", "ID", ("S1.ID", "S1.A1", "S2.A2", "S2.TS")),
         TableJoin("q6", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
                   (Comparison("T.T2", "gt", 30.0),)),
+        TableJoin("q6db", "S1", "T", "database", "ID", "ID", ("S1.ID", "S1.TS", "T.T2"),
+                  (Comparison("S1.A1", "lt", 50.0), Comparison("T.T1", "ge", 20.0))),
         *(Pattern(f"q7{c.replace('-', '')}", PatternEvent("a1", "S1"),
                   PatternEvent("a2", "S2", (Comparison("A1", "gt", 60.0),)), 800, c,
                   ("a1.ID", "a1.TS", "a2.A1")) for c in ("all-all", "all-one", "one-all", "one-one")),
@@ -64,3 +67,5 @@ def test_every_query_kind_matches_the_reference_on_the_engine(engine, tmp_path):
     run = json.loads((run_dir / "every-kind" / "engine" / "run.json").read_text())
     assert run["status"] == "completed" and run["resources"]["peak_rss_bytes"] > 0
     assert "PASSED" in proc.stderr and "summary:" in proc.stderr
+    assert "PostgreSQL on 127.0.0.1" in proc.stderr
+    assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0

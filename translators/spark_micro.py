@@ -89,22 +89,43 @@ def output_fields(literals: list[dict]) -> list[str]:
     return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
 
 
+def _imports(stateful: bool, database: bool) -> str:
+    """The program's import block: standard library, then third party, each sorted."""
+    std, third = set(), {"from pyspark.sql import functions as F"}
+    if stateful:
+        # The cores may use any of the CORE_IMPORTS (translators/micro_cores.py).
+        std |= {"import bisect", "import collections", "import heapq", "import json", "import math",
+                "from typing import Iterator"}
+        third |= {"import numpy as np", "import pandas as pd",
+                  "from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle",
+                  "from pyspark.sql.types import StringType, StructField, StructType"}
+    if database:
+        std |= {"import functools", "import os"}
+
+    def order(lines):
+        return sorted(lines, key=lambda ln: (ln.startswith("from "), ln))
+
+    noqa = "  # noqa: F401 - for the cores"
+    std_lines = [ln + noqa if ln in ("import bisect", "import collections", "import heapq", "import math") else ln
+                 for ln in order(std)]
+    third_lines = [ln + noqa if ln == "import numpy as np" else ln for ln in order(third)]
+    return "\n".join(std_lines + ([""] if std_lines else []) + third_lines)
+
+
 def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
     literals = [query_literal(q) for q in w.queries]
     for q in literals:
-        if q["kind"] == "table_join":
-            if q["storage"] != "memory":
-                raise CepkitError(f"query {q['id']}: table joins with storage={q['storage']} (J3) are not "
-                                  f"translated for PySpark yet")
-            if req.table_path is None:
-                raise CepkitError(f"query {q['id']}: joins table {q['table']}, but no dataset table was given")
+        if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
+            raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
     kinds = sorted({q["kind"] for q in literals if q["kind"] in STATEFUL_CORES})
+    db_tables = [q for q in literals if q["kind"] == "table_join" and q["storage"] == "database"]
     cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals,
                   filters=[q for q in literals if q["kind"] == "filter"],
-                  tables=[q for q in literals if q["kind"] == "table_join"],
+                  tables=[q for q in literals if q["kind"] == "table_join" and q["storage"] == "memory"],
+                  db_tables=db_tables, imports=_imports(bool(kinds), bool(db_tables)),
                   stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,

@@ -26,6 +26,11 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--workload", action="append", default=[], metavar="NAME",
                    help="run only this workload of the suite (repeatable)")
     p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
+    p.add_argument("--sustainable", action="store_true",
+                   help="search each workload's maximum sustainable throughput (bisection on the rate, "
+                        "backlog thresholds q^a/q^b, a confirming run at 90%%) instead of one run at its rate")
+    p.add_argument("--step-seconds", type=float, default=20.0, help="length of each search step's run (default 20)")
+    p.add_argument("--max-steps", type=int, default=8, help="most runs per search, confirmation included (default 8)")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "
                                                 "of one directory per suite); default: under paths.runs_dir")
     p.set_defaults(handler=run)
@@ -41,7 +46,8 @@ def _suite_files(args: argparse.Namespace) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite, summary_table
+    from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite, search_table, summary_table
+    from kit.cli.sustainable import SearchConfig
     from kit.cli.progress import console, run_progress
     from kit.paths import fresh_path
     from kit.workload import read_suite
@@ -63,14 +69,19 @@ def run(args: argparse.Namespace) -> int:
         req = MicroSuiteRequest(Path(args.config) if args.config else None, overrides, suite, run_dir,
                                 tuple(args.workload))
         con.print(f"[bold]suite {suite.name}[/]: {len(req.selected())} workload(s) -> {run_dir}")
+        search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps) if args.sustainable else None
         with run_progress() as on_progress:
             results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"),
-                                      on_progress=on_progress)
-        for r in results:
-            if r.verdict != "PASSED" and r.text:
-                print(f"{r.workload}:\n{r.text}")
-        print(summary_table(results))
-        passed = all(r.verdict == "PASSED" for r in results)
+                                      on_progress=on_progress, search=search)
+        if search is not None:
+            print(search_table(results))
+            passed = all(r.confirmed for r in results)
+        else:
+            for r in results:
+                if r.verdict != "PASSED" and r.text:
+                    print(f"{r.workload}:\n{r.text}")
+            print(summary_table(results))
+            passed = all(r.verdict == "PASSED" for r in results)
         all_passed &= passed
         colour = "green" if passed else "red"
         con.print(f"suite {suite.name}: [bold {colour}]{'PASSED' if passed else 'FAILED'}[/]  "

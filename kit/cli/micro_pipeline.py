@@ -9,6 +9,7 @@ new run directory:
     <run>/<workload>/workload.xml    the workload spec
     <run>/<workload>/program.py      the generated engine program
     <run>/<workload>/engine/         the harness run: outputs/, metrics/, logs/, run.json
+    <run>/<workload>/postgres/       J3 only: the private PostgreSQL's directory and server log
     <run>/<workload>/validation.json each query's comparison and latency
     <run>/summary.json, summary.md   one row per workload
 
@@ -17,6 +18,7 @@ It lives in the CLI package because it is the one place allowed to wire every pa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -28,7 +30,7 @@ import numpy as np
 
 from kit.config import Config, load_config, write_config
 from kit.errors import CepkitError
-from kit.workload import Suite, TimeWindowAggregation, TwoLevelAggregation, Workload
+from kit.workload import Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, Workload
 
 Stage = Callable[[str], None]
 
@@ -91,8 +93,9 @@ def align_ms(workload: Workload) -> int:
     return out
 
 
-def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: Stage,
-                 on_progress=None) -> WorkloadResult:
+def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: Stage, on_progress=None,
+                 extra_overrides: tuple[str, ...] = (), validate: bool = True) -> WorkloadResult:
+    """One fixed-rate run of `workload` in `wdir`; `extra_overrides` go after the request's."""
     from datagen.micro import generate_micro
     from harness.config import DriverConfig
     from harness.engine_run import EngineRunSpec, run_engine
@@ -104,8 +107,9 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     from validator.latency import latency_stats
     from validator.micro_run import validate_micro_run
 
-    cfg = req.config
-    wcfg = load_config(req.config_path, (*req.overrides, *workload.config_overrides()))
+    overrides = (*req.overrides, *extra_overrides)
+    cfg = load_config(req.config_path, overrides)
+    wcfg = load_config(req.config_path, (*overrides, *workload.config_overrides()))
     stage(f"{workload.name}: datagen ({workload.dataset.streams} stream(s), {workload.load.rate_eps:g} ev/s)")
     ds = generate_micro(wcfg.micro, wdir / "data", config_toml=wcfg.to_toml())
     spec_path = write_spec(workload, wdir / "workload.xml")
@@ -133,9 +137,11 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         backlog_limit_events=max(1000, int(cfg.run.max_backlog_s * mean_eps)),
         backlog_grace_s=cfg.run.backlog_grace_s, startup_timeout_s=cfg.run.startup_timeout_s,
         drain_timeout_s=cfg.run.drain_timeout_s)
-    result = run_engine(spec, on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
+    with _database(workload, ds.directory, wdir, stage) as env:
+        result = run_engine(dataclasses.replace(spec, env=env),
+                            on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
     verdict, text, p50, p99 = "NOT VALIDATED", "", None, None
-    if result.status != "failed":
+    if result.status != "failed" and validate:
         stage(f"{workload.name}: validate")
         outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs")
         (wdir / "validation.json").write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
@@ -151,6 +157,25 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         mean_cpu_percent=result.mean_cpu_percent, text=text)
 
 
+@contextlib.contextmanager
+def _database(workload: Workload, data: Path, wdir: Path, stage: Stage):
+    """For J3: a private PostgreSQL holding the dataset's table while the engine runs; yields the
+    program's extra environment (its connection string)."""
+    from harness.postgres import PostgresServer
+    from translators.spark_micro import table_of
+
+    if not any(isinstance(q, TableJoin) and q.storage == "database" for q in workload.queries):
+        yield ()
+        return
+    table = table_of(data)
+    if table is None:
+        raise CepkitError(f"workload {workload.name}: joins a database table but {data} has none")
+    with PostgresServer(wdir / "postgres") as pg:
+        rows = pg.load_table(table)
+        stage(f"{workload.name}: PostgreSQL on {pg.host}:{pg.port} holds the table ({rows:,} rows)")
+        yield (("CEPKIT_PG_DSN", pg.dsn),)
+
+
 def _on_the_clock(on_progress, duration_ms: int):
     """Micro loads have no named phases: place a snapshot on the run's own clock."""
     from kit.cli.pairs_pipeline import RunProgress
@@ -160,8 +185,12 @@ def _on_the_clock(on_progress, duration_ms: int):
     return lambda snap: on_progress(RunProgress(snap, "run" if snap.sim_ms >= 0 else "lead-in", duration_ms))
 
 
-def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None,
-                    on_progress=None) -> list[WorkloadResult]:
+def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on_progress=None,
+                    search=None) -> list:
+    """Fixed-rate runs at each workload's own load; with `search` (a kit.cli.sustainable.SearchConfig)
+    a maximum-sustainable-throughput search per workload instead. Returns the WorkloadResults or
+    the SearchResults, in workload order."""
+    from kit.cli.sustainable import find_sustainable_rate
     from kit.workload import write_spec
 
     run = Path(req.run_dir)
@@ -171,18 +200,45 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None,
     write_spec(dataclasses.replace(req.suite, workloads=workloads), run / "suite.xml")
     results = []
     for w in workloads:
-        results.append(run_workload(req, w, run / w.name, stage, on_progress))
+        if search is None:
+            results.append(run_workload(req, w, run / w.name, stage, on_progress))
+        else:
+            def step(wl, step_dir, overrides, validate):
+                return run_workload(req, wl, step_dir, stage, on_progress, overrides, validate)
+
+            results.append(find_sustainable_rate(step, w, run / w.name, search, stage))
         write_summary(req.suite, results, run)       # after every workload: a crash keeps what is done
     return results
 
 
-def write_summary(suite: Suite, results: list[WorkloadResult], run: Path) -> None:
+def write_summary(suite: Suite, results: list, run: Path) -> None:
+    searched = bool(results) and not isinstance(results[0], WorkloadResult)
+    rows = [search_row(r) for r in results] if searched else [r.to_dict() for r in results]
     data = {"kind": "cepkit.micro-summary", "schema_version": 1, "suite": suite.name, "quick": suite.quick,
-            "workloads": [r.to_dict() for r in results]}
+            "mode": "sustainable" if searched else "fixed-rate", "workloads": rows}
     tmp = run / ".summary.json.tmp"
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     tmp.replace(run / "summary.json")
-    (run / "summary.md").write_text(summary_table(results) + "\n")
+    (run / "summary.md").write_text((search_table(results) if searched else summary_table(results)) + "\n")
+
+
+def search_row(r) -> dict:
+    best = r.best_step()
+    return {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
+            "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
+            "peak_rss_mib": best.peak_rss_mib if best else None, "verdicts": sorted({s.verdict for s in r.steps})}
+
+
+def search_table(results: list) -> str:
+    head = ("workload", "max sustainable ev/s", "confirmed", "steps", "p50 ms", "p99 ms", "peak RSS MiB",
+            "verdicts")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        row = search_row(r)
+        lines.append(f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
+                     f"{row['steps']} | {_fmt(row['p50_ms'], ',')} | {_fmt(row['p99_ms'], ',')} | "
+                     f"{_fmt(row['peak_rss_mib'], ',.0f')} | {', '.join(row['verdicts'])} |")
+    return "\n".join(lines)
 
 
 def _fmt(v, spec: str) -> str:

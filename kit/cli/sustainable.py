@@ -1,0 +1,186 @@
+"""Maximum sustainable throughput of one microbenchmark workload (seed 001, Karimov et al. 4-5).
+
+A rate is *sustainable* when a fixed-rate run at it completes (the harness never saw the backlog
+above q^b for `backlog_grace_s`) and the engine keeps up in the steady state: the largest backlog
+sampled over the last `tail_fraction` of the release interval stays at or below q^a. Thresholds
+are in seconds of input at the step's rate (q^a = qa_s x rate, q^b = qb_s x rate), so one
+setting fits every rate. The search:
+
+1. starts at the workload's nominal rate and doubles while sustainable (halves while not) until
+   it brackets the limit, within [min_rate_eps, max_rate_eps];
+2. bisects (geometric mean) between the highest sustainable and lowest unsustainable rate until
+   they are within `precision` (1.15 = 15 %) or `max_steps` runs were made;
+3. confirms at 90 % of the found rate; if the confirmation fails, that rate is what is reported
+   (and the step log says so).
+
+Every step is a full run (fresh dataset at the step's rate, constant profile, `duration_s` long)
+in its own directory, validated unless `validate_steps` is off; each step's verdict and the
+numbers behind it go to `search.jsonl` as they happen, the result to `search.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kit.errors import CepkitError
+from kit.workload import Load, Workload
+
+Stage = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    duration_s: float = 20.0
+    qa_s: float = 2.0               # steady-state backlog limit, seconds of input
+    qb_s: float = 10.0              # hard backlog limit (the harness stops the run), seconds of input
+    tail_fraction: float = 0.3
+    min_rate_eps: float = 100.0
+    max_rate_eps: float = 2_000_000.0
+    precision: float = 1.15
+    max_steps: int = 8
+    confirm_fraction: float = 0.9
+    validate_steps: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("duration_s", "qa_s", "qb_s", "min_rate_eps", "max_rate_eps"):
+            if not getattr(self, name) > 0:
+                raise CepkitError(f"search: {name} must be > 0, got {getattr(self, name)!r}")
+        if not self.qa_s <= self.qb_s:
+            raise CepkitError(f"search: qa_s ({self.qa_s}) must not exceed qb_s ({self.qb_s})")
+        if not 0 < self.tail_fraction <= 1 or not 0 < self.confirm_fraction <= 1:
+            raise CepkitError("search: tail_fraction and confirm_fraction must be in (0, 1]")
+        if not self.precision > 1 or self.max_steps < 2:
+            raise CepkitError("search: precision must be > 1 and max_steps >= 2")
+
+
+@dataclass(frozen=True)
+class Step:
+    n: int
+    rate_eps: float
+    purpose: str                # explore, bisect, confirm
+    sustainable: bool
+    reason: str
+    status: str
+    verdict: str
+    tail_backlog: int | None    # max backlog over the steady tail, events
+    qa_events: int
+    p50_ms: int | None
+    p99_ms: int | None
+    peak_rss_mib: float | None
+    mean_cpu_percent: float | None
+    run_dir: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    workload: str
+    sustainable_eps: float | None   # None: not even min_rate_eps was sustainable
+    confirmed: bool
+    steps: tuple[Step, ...]
+
+    def best_step(self) -> Step | None:
+        ok = [s for s in self.steps if s.sustainable]
+        return max(ok, key=lambda s: s.rate_eps) if ok else None
+
+
+def tail_backlog(engine_dir: Path, tail_fraction: float) -> int | None:
+    """Largest backlog sampled in the last `tail_fraction` of the release interval."""
+    try:
+        run = json.loads((engine_dir / "run.json").read_text())
+        start, end = run["timings"]["run_start_wall_ms"], run["timings"].get("driver_finished_ms")
+        with open(engine_dir / "metrics" / "backlog.csv", newline="") as fh:
+            rows = [(int(r["ts_ms"]), int(r["backlog"])) for r in csv.DictReader(fh)]
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    end = end or (rows[-1][0] if rows else None)
+    if start is None or end is None:
+        return None
+    cut = end - (end - start) * tail_fraction
+    tail = [b for ts, b in rows if cut <= ts <= end]
+    return max(tail) if tail else None
+
+
+def at_rate(workload: Workload, rate_eps: float, duration_s: float) -> Workload:
+    """The workload replayed at a constant rate; the rate is per stream, as in the Load spec."""
+    return dataclasses.replace(workload, load=Load("constant", float(rate_eps), int(duration_s * 1000)))
+
+
+def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: SearchConfig = SearchConfig(),
+                          stage: Stage = lambda s: None) -> SearchResult:
+    """`run_step(workload, step_dir, overrides, validate) -> WorkloadResult` runs one fixed-rate step
+    (kit/cli/micro_pipeline.py: run_workload); the search decides which rates to try."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=False)
+    steps: list[Step] = []
+    log = out_dir / "search.jsonl"
+
+    def run(rate: float, purpose: str) -> Step:
+        n = len(steps) + 1
+        overrides = (f"run.max_backlog_s={cfg.qb_s}", "run.backlog_grace_s=3.0", "run.drain_timeout_s=60.0")
+        step_dir = out_dir / f"step-{n:02d}-{purpose}-{rate:.0f}eps"
+        stage(f"{workload.name}: step {n} ({purpose}) at {rate:,.0f} ev/s")
+        res = run_step(at_rate(workload, rate, cfg.duration_s), step_dir, overrides,
+                       cfg.validate_steps or purpose == "confirm")
+        qa = max(1, int(cfg.qa_s * rate * len(workload.dataset.stream_names)))
+        tail = tail_backlog(step_dir / "engine", cfg.tail_fraction)
+        if res.status != "completed":
+            ok, reason = False, f"run {res.status}: {res.message}"
+        elif tail is None:
+            ok, reason = False, "no backlog samples in the steady tail"
+        elif tail > qa:
+            ok, reason = False, f"steady-state backlog {tail:,} > q^a = {qa:,} events"
+        elif res.verdict == "FAILED":
+            ok, reason = False, "wrong results"
+        else:
+            ok, reason = True, f"steady-state backlog {tail:,} <= q^a = {qa:,} events"
+        step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
+                    res.peak_rss_mib, res.mean_cpu_percent, str(step_dir))
+        steps.append(step)
+        with open(log, "a") as fh:
+            fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
+        stage(f"{workload.name}: {rate:,.0f} ev/s {'sustainable' if ok else 'NOT sustainable'} ({reason})")
+        return step
+
+    lo, hi = None, None             # highest sustainable, lowest unsustainable
+    rate = min(max(workload.load.rate_eps, cfg.min_rate_eps), cfg.max_rate_eps)
+    while len(steps) < cfg.max_steps - 1:
+        if lo is not None and hi is not None:
+            if hi / lo <= cfg.precision:
+                break
+            rate, purpose = math.sqrt(lo * hi), "bisect"
+        else:
+            purpose = "explore"
+        s = run(rate, purpose)
+        if s.sustainable:
+            lo = rate
+            if hi is None:
+                if rate >= cfg.max_rate_eps:
+                    break
+                rate = min(rate * 2, cfg.max_rate_eps)
+        else:
+            hi = rate
+            if lo is None:
+                if rate <= cfg.min_rate_eps:
+                    break
+                rate = max(rate / 2, cfg.min_rate_eps)
+    if lo is None:
+        return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
+    confirm = run(lo * cfg.confirm_fraction, "confirm")
+    found = lo if confirm.sustainable else None
+    if not confirm.sustainable:
+        stage(f"{workload.name}: the confirmation at {confirm.rate_eps:,.0f} ev/s failed; no rate is confirmed")
+    return _finish(out_dir, SearchResult(workload.name, found, confirm.sustainable, tuple(steps)))
+
+
+def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
+    data = {"kind": "cepkit.sustainable-search", "schema_version": 1, "workload": result.workload,
+            "sustainable_eps": result.sustainable_eps, "confirmed": result.confirmed,
+            "steps": [dataclasses.asdict(s) for s in result.steps]}
+    (out_dir / "search.json").write_text(json.dumps(data, indent=2) + "\n")
+    return result

@@ -1,0 +1,50 @@
+"""The private PostgreSQL server of J3: started on 127.0.0.1 only, the join table loaded with a
+primary key, stopped with nothing left running, its log kept in the run directory."""
+
+from __future__ import annotations
+
+import numpy as np
+import psutil
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.postgres import PostgresServer
+from kit.errors import CepkitError
+
+
+def _postgres_pids() -> set[int]:
+    """Running server processes (an exited one can linger as a zombie until its parent reaps it)."""
+    return {p.pid for p in psutil.process_iter(["name", "status"])
+            if p.info["name"] in ("postgres", "postmaster") and p.info["status"] != psutil.STATUS_ZOMBIE}
+
+
+def test_table_loaded_queried_and_server_gone_after_stop(tmp_path):
+    ids = np.arange(1, 501, dtype=np.int32)
+    t1 = np.random.default_rng(1).uniform(1, 100, 500)
+    pq.write_table(pa.table({"ID": ids, "T1": t1, "T2": t1 * 2}), tmp_path / "T.parquet")
+    before = _postgres_pids()
+    with PostgresServer(tmp_path / "pg") as pg:
+        assert "host=127.0.0.1" in pg.dsn
+        assert pg.load_table(tmp_path / "T.parquet") == 500
+        with psycopg.connect(pg.dsn) as conn:
+            rows = conn.execute("SELECT id, t1, t2 FROM t WHERE id = ANY(%s) ORDER BY id", ([3, 7, 999],)).fetchall()
+            pk = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 't'").fetchone()[0]
+            listen = conn.execute("SHOW listen_addresses").fetchone()[0]
+        assert [r[0] for r in rows] == [3, 7] and rows[0][1] == pytest.approx(t1[2]) and rows[1][2] == 2 * t1[6]
+        assert pk == 1 and listen == "127.0.0.1"
+        assert _postgres_pids() - before
+    assert not (_postgres_pids() - before)
+    assert "database system is ready" in (tmp_path / "pg" / "server.log").read_text()
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(pg.dsn, connect_timeout=2)
+
+
+def test_refuses_an_existing_directory_and_a_bad_table(tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(CepkitError, match="already exists"):
+        PostgresServer(tmp_path / "taken")
+    pq.write_table(pa.table({"K": [1, 2]}), tmp_path / "bad.parquet")
+    with PostgresServer(tmp_path / "pg") as pg, pytest.raises(CepkitError, match="must start with column ID"):
+        pg.load_table(tmp_path / "bad.parquet")

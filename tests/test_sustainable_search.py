@@ -1,0 +1,99 @@
+"""The maximum-sustainable-throughput search: which rates it tries, how it judges a step from the
+harness's backlog samples, and what it records. The steps here are a deterministic model of an
+engine with a fixed capacity (writing the harness's run.json and backlog.csv); the real engine runs
+the same search in `cepkit micro --sustainable` and benchmarks/micro_all.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kit.cli.sustainable import SearchConfig, find_sustainable_rate, tail_backlog
+from kit.errors import CepkitError
+from kit.workload import Filter, QuerySet
+from kit.workload.suite import Dataset, Load, Workload
+
+WORKLOAD = Workload("w", "x", ("throughput",), Dataset(streams=1, attributes=1, max_id=10), Load("constant", 1000.0, 5000),
+                    QuerySet("independent", (Filter("q", "S1", ("ID",)),)))
+
+
+def capacity_model(capacity_eps: float, calls: list):
+    """A step of `duration` seconds at `rate`: the backlog grows by (rate - capacity) per second."""
+
+    def run_step(workload, step_dir: Path, overrides, validate):
+        rate, seconds = workload.load.rate_eps, workload.load.duration_ms // 1000
+        calls.append((rate, validate, overrides))
+        engine = step_dir / "engine"
+        (engine / "metrics").mkdir(parents=True)
+        start = 1_800_000_000_000
+        (engine / "run.json").write_text(json.dumps(
+            {"timings": {"run_start_wall_ms": start, "driver_finished_ms": start + seconds * 1000}}))
+        lines = ["ts_ms,released,pulled,backlog"]
+        for t in range(seconds + 1):
+            backlog = int(max(0.0, rate - capacity_eps) * t + 0.2 * rate)   # a batch's worth always waits
+            lines.append(f"{start + t * 1000},{int(rate * t)},{int(rate * t) - backlog},{backlog}")
+        (engine / "metrics" / "backlog.csv").write_text("\n".join(lines) + "\n")
+        return SimpleNamespace(status="completed", message="", verdict="PASSED" if validate else "NOT VALIDATED",
+                               p50_ms=100, p99_ms=200, peak_rss_mib=900.0, mean_cpu_percent=150.0)
+
+    return run_step
+
+
+def test_search_brackets_the_capacity_and_confirms_below_it(tmp_path):
+    calls: list = []
+    cfg = SearchConfig(duration_s=10, qa_s=2.0, precision=1.15, max_steps=10, validate_steps=False)
+    result = find_sustainable_rate(capacity_model(23_000, calls), WORKLOAD, tmp_path / "s", cfg)
+    # The backlog at the end is (rate - C) * 10 + 0.2 rate; q^a is 2 s of input (2 rate), so the
+    # model keeps up to rate = 10 C / 8.2; the search must land within its precision below that.
+    limit = 10 * 23_000 / 8.2
+    assert result.confirmed and limit / 1.15 <= result.sustainable_eps <= limit
+    rates = [c[0] for c in calls]
+    assert rates[:5] == [1000, 2000, 4000, 8000, 16000]          # doubling from the nominal rate
+    assert rates[-1] == pytest.approx(0.9 * result.sustainable_eps)  # the confirmation
+    assert [c[1] for c in calls] == [False] * (len(calls) - 1) + [True]   # only the confirmation validates
+    assert all("run.max_backlog_s=10.0" in c[2] for c in calls)
+    ups = [s for s in result.steps if s.purpose == "bisect"]
+    assert ups and all(16_000 < s.rate_eps < 32_000 for s in ups)
+    logged = [json.loads(line) for line in (tmp_path / "s" / "search.jsonl").read_text().splitlines()]
+    assert [r["rate_eps"] for r in logged] == rates and all("reason" in r for r in logged)
+    assert json.loads((tmp_path / "s" / "search.json").read_text())["sustainable_eps"] == result.sustainable_eps
+
+
+def test_nothing_sustainable_down_to_the_floor(tmp_path):
+    calls: list = []
+    cfg = SearchConfig(duration_s=5, min_rate_eps=250, max_steps=8, validate_steps=False)
+    result = find_sustainable_rate(capacity_model(10, calls), WORKLOAD, tmp_path / "s", cfg)
+    assert result.sustainable_eps is None and not result.confirmed
+    assert [c[0] for c in calls] == [1000, 500, 250]
+    assert all("q^a" in s.reason for s in result.steps)
+
+
+def test_a_failed_confirmation_is_reported_not_hidden(tmp_path):
+    """An engine whose capacity drops after a while: the confirmation fails and nothing is claimed."""
+    calls: list = []
+    model = capacity_model(5000, calls)
+
+    def flaky(workload, step_dir, overrides, validate):
+        res = model(workload, step_dir, overrides, validate)
+        return SimpleNamespace(**{**vars(res), "status": "unsustainable", "message": "q^b"}) if validate else res
+
+    result = find_sustainable_rate(flaky, WORKLOAD, tmp_path / "s", SearchConfig(duration_s=5, validate_steps=False))
+    assert result.sustainable_eps is None and not result.confirmed
+    assert result.steps[-1].purpose == "confirm" and "unsustainable" in result.steps[-1].reason
+
+
+def test_tail_backlog_reads_the_harness_files(tmp_path):
+    calls: list = []
+    capacity_model(100, calls)(WORKLOAD, tmp_path / "step", (), False)
+    assert tail_backlog(tmp_path / "step" / "engine", 0.3) == int(900 * 5 + 200)     # WORKLOAD lasts 5 s
+    assert tail_backlog(tmp_path / "missing", 0.3) is None
+
+
+def test_settings_check_themselves():
+    with pytest.raises(CepkitError, match="qa_s"):
+        SearchConfig(qa_s=20, qb_s=10)
+    with pytest.raises(CepkitError, match="precision"):
+        SearchConfig(precision=1.0)
