@@ -8,7 +8,8 @@ sustainable throughput (events/s, all streams), p50/p99 event-time latency and p
 best sustainable step. Every step's run directory stays under --runs.
 
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N]
-           [--step-seconds 10] [--max-steps 6] [--runs runs/micro-all] [--set KEY=VALUE ...]
+           [--step-seconds 20] [--max-steps 7] [--start-rate 4000] [--growth 4] [--precision 1.4]
+           [--runs runs/micro-all] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -36,13 +37,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suites", default=",".join(s for s in SUITE_NAMES if s != "adaptivity"))
     ap.add_argument("--per-suite", type=int, default=None, help="only the first N workloads of each suite")
-    ap.add_argument("--step-seconds", type=float, default=10.0)
-    ap.add_argument("--max-steps", type=int, default=6)
+    ap.add_argument("--step-seconds", type=float, default=20.0)
+    ap.add_argument("--max-steps", type=int, default=7)
     ap.add_argument("--max-rate", type=float, default=2_000_000.0)
+    ap.add_argument("--start-rate", type=float, default=4000.0, help="first rate tried, per stream")
+    ap.add_argument("--growth", type=float, default=4.0, help="rate factor per exploring step")
+    ap.add_argument("--precision", type=float, default=1.4, help="stop bisecting when hi/lo is below this")
     ap.add_argument("--runs", default="runs/micro-all")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
+                          start_rate_eps=args.start_rate, growth=args.growth, precision=args.precision,
                           validate_steps=False)
     rows = []
     started = time.time()

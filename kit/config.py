@@ -189,6 +189,7 @@ class RunConfig:
     plan: str = "shared"
     master: str = "local[*]"
     shuffle_partitions: int = 2
+    source_partitions: int = 1          # offset ranges the engine's source reads in parallel per batch
     trigger_ms: int = 0
     speed: float = 1.0
     stamp: str = "scheduled"
@@ -208,7 +209,7 @@ class RunConfig:
         _choice(self, "stamp", STAMPS)
         _choice(self, "output_format", FORMATS)
         _need(bool(self.master), "master", "must not be empty")
-        _positive(self, "shuffle_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
+        _positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
         _need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
         _need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
 

@@ -97,3 +97,15 @@ def test_settings_check_themselves():
         SearchConfig(qa_s=20, qb_s=10)
     with pytest.raises(CepkitError, match="precision"):
         SearchConfig(precision=1.0)
+
+
+def test_start_rate_and_growth_shape_the_exploration(tmp_path):
+    calls: list = []
+    cfg = SearchConfig(duration_s=10, start_rate_eps=4000, growth=4, precision=1.4, max_steps=8,
+                       validate_steps=False)
+    result = find_sustainable_rate(capacity_model(23_000, calls), WORKLOAD, tmp_path / "s", cfg)
+    rates = [c[0] for c in calls]
+    assert rates[:3] == [4000, 16000, 64000]
+    assert [s.purpose for s in result.steps][:3] == ["explore"] * 3 and result.steps[-1].purpose == "confirm"
+    limit = 10 * 23_000 / 8.2
+    assert result.confirmed and limit / 1.4 <= result.sustainable_eps <= limit

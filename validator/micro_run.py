@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from kit.errors import CepkitError
+from kit.profiles import RateProfile
 from kit.workload import Workload, output_schema
 from kit.records import Field, RecordSchema
 from kit.workload.queries import INPUT_TS, WINDOW_END
 from validator.compare import StreamComparison, compare_stream
 from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
 from validator.micro_reference import expected_for_dataset
-from validator.outputlog import Clocks, read_output_log
+from validator.adaptivity import AdaptivityMetrics, adaptivity_metrics
+from validator.outputlog import ARRIVAL_TS, INGEST_TS, Clocks, read_output_log
 
+ADAPTIVITY_METRICS = ("max-latency", "latency-degradation", "recovery-time", "post-peak-latency-variation")
 TRIGGER_TS = "triggerTS"      # inputTS in the dataset's time: a comparison key
 
 
@@ -42,6 +46,8 @@ class QueryOutcome:
 class MicroOutcome:
     workload: str
     queries: tuple[QueryOutcome, ...]
+    adaptivity: AdaptivityMetrics | None = None
+    adaptivity_note: str | None = None       # why no adaptivity metrics were computed, when asked for
 
     @property
     def passed(self) -> bool:
@@ -52,7 +58,9 @@ class MicroOutcome:
         return "PASSED" if self.passed else "FAILED"
 
     def to_dict(self) -> dict:
-        return {"workload": self.workload, "verdict": self.verdict, "queries": [q.to_dict() for q in self.queries]}
+        return {"workload": self.workload, "verdict": self.verdict, "queries": [q.to_dict() for q in self.queries],
+                "adaptivity": self.adaptivity.to_dict() if self.adaptivity else None,
+                "adaptivity_note": self.adaptivity_note}
 
 
 def time_fields(query) -> list[str]:
@@ -67,8 +75,11 @@ def shift_ms(clocks: Clocks, log_dir: Path) -> int:
     return int(clocks.run_start_wall_ms - clocks.sim_start_ms)
 
 
-def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path) -> tuple[MicroOutcome, np.ndarray]:
-    """Compare every query's stream; returns the outcome and all rows' event-time latencies (ms)."""
+def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path,
+                       profile: RateProfile | None = None) -> tuple[MicroOutcome, np.ndarray]:
+    """Compare every query's stream; returns the outcome and all rows' event-time latencies (ms).
+    With the load's `profile`, a workload whose metrics include the adaptivity ones (thesis 4.5.5)
+    also gets the four adaptivity metrics over all its output rows."""
     expected = expected_for_dataset(workload.query_set, Path(dataset_dir))
     schemas = {q.id: output_schema(q) for q in workload.queries}
     log = read_output_log(log_dir, schemas)
@@ -87,4 +98,13 @@ def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path) -> 
         lat = event_time_latency_ms(engine) if len(engine) else np.array([], dtype=np.int64)
         every.append(lat)
         outcomes.append(QueryOutcome(q.id, q.KIND, comparison, latency_stats(lat)))
-    return MicroOutcome(workload.name, tuple(outcomes)), (np.concatenate(every) if every else np.array([]))
+    adaptivity, note = None, None
+    if profile is not None and set(workload.metrics) & set(ADAPTIVITY_METRICS):
+        rows = [log.stream(q.id)[[c for c in (ARRIVAL_TS, INPUT_TS, INGEST_TS) if c in log.stream(q.id)]]
+                for q in workload.queries]
+        try:
+            adaptivity = adaptivity_metrics(pd.concat(rows, ignore_index=True), profile, log.clocks)
+        except CepkitError as e:        # e.g. no output in the peak phase: a finding, not a crash
+            note = str(e)
+    return (MicroOutcome(workload.name, tuple(outcomes), adaptivity, note),
+            np.concatenate(every) if every else np.array([]))

@@ -12,6 +12,7 @@ new run directory:
     <run>/<workload>/postgres/       J3 only: the private PostgreSQL's directory and server log
     <run>/<workload>/validation.json each query's comparison and latency
     <run>/summary.json, summary.md   one row per workload
+    <run>/report.html                the suite's report: table, charts per experiment, adaptivity, memory
 
 It lives in the CLI package because it is the one place allowed to wire every package together.
 """
@@ -78,6 +79,7 @@ class WorkloadResult:
     peak_rss_mib: float | None
     mean_cpu_percent: float | None
     text: str                   # the per-query comparison, one line each
+    adaptivity: dict | None = None   # the thesis 4.5.5 metrics, for adaptivity workloads
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,6 +107,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     from translators.spark_micro import MicroTranslation
     from validator.report import format_text_report
     from validator.latency import latency_stats
+    from kit.profiles import profile_from_dict
     from validator.micro_run import validate_micro_run
 
     overrides = (*req.overrides, *extra_overrides)
@@ -131,7 +134,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         driver=DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
                             align_ms=align_ms(workload), hold=True),
         master=cfg.run.master, spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
-        shuffle_partitions=cfg.run.shuffle_partitions, trigger_ms=cfg.run.trigger_ms,
+        shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
+        trigger_ms=cfg.run.trigger_ms,
         output_format=cfg.run.output_format,
         output_schemas={q.id: output_schema(q).arrow_schema() for q in workload.queries},
         backlog_limit_events=max(1000, int(cfg.run.max_backlog_s * mean_eps)),
@@ -140,10 +144,14 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     with _database(workload, ds.directory, wdir, stage) as env:
         result = run_engine(dataclasses.replace(spec, env=env),
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
-    verdict, text, p50, p99 = "NOT VALIDATED", "", None, None
+    verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", None, None, None
     if result.status != "failed" and validate:
         stage(f"{workload.name}: validate")
-        outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs")
+        outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs",
+                                                profile_from_dict(ds.manifest["profile"]))
+        adaptivity = outcome.adaptivity.to_dict() if outcome.adaptivity else None
+        if outcome.adaptivity_note:
+            stage(f"{workload.name}: no adaptivity metrics: {outcome.adaptivity_note}")
         (wdir / "validation.json").write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
         verdict = outcome.verdict if result.status == "completed" else "FAILED"
         text = format_text_report(tuple(q.comparison for q in outcome.queries))
@@ -154,7 +162,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         status=result.status, message=result.message, verdict=verdict, events=result.events_total,
         input_eps=round(mean_eps, 1), outputs=sum(result.outputs.values()), p50_ms=p50, p99_ms=p99,
         peak_rss_mib=None if result.peak_rss_bytes is None else round(result.peak_rss_bytes / 2**20, 1),
-        mean_cpu_percent=result.mean_cpu_percent, text=text)
+        mean_cpu_percent=result.mean_cpu_percent, text=text, adaptivity=adaptivity)
 
 
 @contextlib.contextmanager
@@ -208,7 +216,50 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on
 
             results.append(find_sustainable_rate(step, w, run / w.name, search, stage))
         write_summary(req.suite, results, run)       # after every workload: a crash keeps what is done
+    report = write_report(req.suite, workloads, results, run)
+    stage(f"report: {report}")
     return results
+
+
+def _profile_of(run_dir: Path):
+    from kit.profiles import profile_from_dict
+
+    try:
+        return profile_from_dict(json.loads((run_dir / "data" / "manifest.json").read_text())["profile"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
+    """The suite's report.html: a table of every workload and the chapter 4 charts."""
+    from validator.adaptivity import AdaptivityMetrics
+    from validator.micro_report import WorkloadPoint, write_suite_report
+
+    points, searched = [], bool(results) and not isinstance(results[0], WorkloadResult)
+    for w, r in zip(workloads, results):
+        params = {p.name: p.value for p in w.params}
+        if searched:
+            best = r.best_step()
+            step_dir = Path(best.run_dir) if best else None
+            streams = len(w.dataset.stream_names)
+            points.append(WorkloadPoint(
+                w.name, w.experiment, params, len(w.queries), "completed" if best else "unsustainable",
+                "PASSED" if r.confirmed else "NOT CONFIRMED", best.p50_ms if best else None,
+                best.p99_ms if best else None, best.peak_rss_mib if best else None,
+                best.mean_cpu_percent if best else None, None,
+                None if r.sustainable_eps is None else r.sustainable_eps * streams, None,
+                step_dir / "engine" if step_dir else None, _profile_of(step_dir) if step_dir else None))
+        else:
+            fields = {f.name for f in dataclasses.fields(AdaptivityMetrics)}
+            adaptivity = AdaptivityMetrics(**{k: v for k, v in r.adaptivity.items() if k in fields}) \
+                if r.adaptivity else None
+            wdir = run / w.name
+            points.append(WorkloadPoint(
+                w.name, w.experiment, params, r.queries, r.status, r.verdict, r.p50_ms, r.p99_ms, r.peak_rss_mib,
+                r.mean_cpu_percent, r.input_eps, None, adaptivity,
+                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir)))
+    title = f"Microbenchmark suite {suite.name}{' (quick)' if suite.quick else ''}"
+    return write_suite_report(title, "sustainable" if searched else "fixed-rate", points, run)
 
 
 def write_summary(suite: Suite, results: list, run: Path) -> None:

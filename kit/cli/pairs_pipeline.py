@@ -134,7 +134,8 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     spec = EngineRunSpec(
         program=program, run_dir=run / "engine", driver=driver_config(cfg, data), master=cfg.run.master,
         spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
-        shuffle_partitions=cfg.run.shuffle_partitions, trigger_ms=cfg.run.trigger_ms,
+        shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
+        trigger_ms=cfg.run.trigger_ms,
         output_format=cfg.run.output_format,
         output_schemas={"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
         backlog_limit_events=backlog_limit_events(cfg, data), backlog_grace_s=cfg.run.backlog_grace_s,

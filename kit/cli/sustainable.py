@@ -6,8 +6,9 @@ sampled over the last `tail_fraction` of the release interval stays at or below 
 are in seconds of input at the step's rate (q^a = qa_s x rate, q^b = qb_s x rate), so one
 setting fits every rate. The search:
 
-1. starts at the workload's nominal rate and doubles while sustainable (halves while not) until
-   it brackets the limit, within [min_rate_eps, max_rate_eps];
+1. starts at the workload's nominal rate (or `start_rate_eps`) and multiplies it by `growth`
+   (2) while sustainable (divides while not) until it brackets the limit, within
+   [min_rate_eps, max_rate_eps];
 2. bisects (geometric mean) between the highest sustainable and lowest unsustainable rate until
    they are within `precision` (1.15 = 15 %) or `max_steps` runs were made;
 3. confirms at 90 % of the found rate; if the confirmation fails, that rate is what is reported
@@ -43,6 +44,8 @@ class SearchConfig:
     min_rate_eps: float = 100.0
     max_rate_eps: float = 2_000_000.0
     precision: float = 1.15
+    growth: float = 2.0             # rate factor per exploring step
+    start_rate_eps: float | None = None     # None: the workload's own rate
     max_steps: int = 8
     confirm_fraction: float = 0.9
     validate_steps: bool = True
@@ -55,8 +58,8 @@ class SearchConfig:
             raise CepkitError(f"search: qa_s ({self.qa_s}) must not exceed qb_s ({self.qb_s})")
         if not 0 < self.tail_fraction <= 1 or not 0 < self.confirm_fraction <= 1:
             raise CepkitError("search: tail_fraction and confirm_fraction must be in (0, 1]")
-        if not self.precision > 1 or self.max_steps < 2:
-            raise CepkitError("search: precision must be > 1 and max_steps >= 2")
+        if not self.precision > 1 or not self.growth > 1 or self.max_steps < 2:
+            raise CepkitError("search: precision and growth must be > 1 and max_steps >= 2")
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         return step
 
     lo, hi = None, None             # highest sustainable, lowest unsustainable
-    rate = min(max(workload.load.rate_eps, cfg.min_rate_eps), cfg.max_rate_eps)
+    rate = min(max(cfg.start_rate_eps or workload.load.rate_eps, cfg.min_rate_eps), cfg.max_rate_eps)
     while len(steps) < cfg.max_steps - 1:
         if lo is not None and hi is not None:
             if hi / lo <= cfg.precision:
@@ -162,13 +165,13 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
             if hi is None:
                 if rate >= cfg.max_rate_eps:
                     break
-                rate = min(rate * 2, cfg.max_rate_eps)
+                rate = min(rate * cfg.growth, cfg.max_rate_eps)
         else:
             hi = rate
             if lo is None:
                 if rate <= cfg.min_rate_eps:
                     break
-                rate = max(rate / 2, cfg.min_rate_eps)
+                rate = max(rate / cfg.growth, cfg.min_rate_eps)
     if lo is None:
         return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
     confirm = run(lo * cfg.confirm_fraction, "confirm")

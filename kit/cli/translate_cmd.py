@@ -42,11 +42,21 @@ def register(sub, name: str, help_text: str) -> None:
     micro.set_defaults(handler=run_micro)
 
 
-def run_pairs(args: argparse.Namespace) -> int:
+def _write(args: argparse.Namespace, config, text: str, name: str, what: str) -> int:
+    """Write the program (never over a file) and say where."""
     from kit.cli.progress import console
-    from kit.config import load_config
     from kit.paths import fresh_path
     from translators.output import write_program
+
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
+    write_program(text, out)
+    console().print(f"[bold green]wrote[/] {what}, {text.count(chr(10))} lines, to {out}")
+    print(out)
+    return 0
+
+
+def run_pairs(args: argparse.Namespace) -> int:
+    from kit.config import load_config
     from translators.registry import engine_module
     from translators.request import PairsTranslation
 
@@ -55,20 +65,12 @@ def run_pairs(args: argparse.Namespace) -> int:
     plan = args.plan or config.run.plan
     req = PairsTranslation.from_file(Path(args.strategies), plan)
     text = engine_module(engine).translate_pairs(req)
-    name = f"pairs-{engine}-{plan}-{Path(args.strategies).stem}.py"
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
-    write_program(text, out)
-    console().print(f"[bold green]wrote[/] {engine} program ({plan} plan, {len(req.strategies)} strategies, "
-                    f"{text.count(chr(10))} lines) to {out}")
-    print(out)
-    return 0
+    return _write(args, config, text, f"pairs-{engine}-{plan}-{Path(args.strategies).stem}.py",
+                  f"{engine} program ({plan} plan, {len(req.strategies)} strategies)")
 
 
 def run_micro(args: argparse.Namespace) -> int:
-    from kit.cli.progress import console
     from kit.config import load_config
-    from kit.paths import fresh_path
-    from translators.output import write_program
     from translators.registry import engine_module
     from translators.spark_micro import MicroTranslation
 
@@ -76,10 +78,6 @@ def run_micro(args: argparse.Namespace) -> int:
     engine = args.engine or config.run.engine
     req = MicroTranslation.from_files(Path(args.spec), Path(args.data) if args.data else None, args.workload)
     text = engine_module(engine).translate_micro(req)
-    name = f"micro-{engine}-{req.workload.name}.py"
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
-    write_program(text, out)
-    console().print(f"[bold green]wrote[/] {engine} program ({len(req.workload.queries)} queries, "
-                    f"{text.count(chr(10))} lines) to {out}")
-    print(out)
-    return 0
+    n = len(req.workload.queries)
+    return _write(args, config, text, f"micro-{engine}-{req.workload.name}.py",
+                  f"{engine} program ({n} quer{'y' if n == 1 else 'ies'} of {req.workload.name})")
