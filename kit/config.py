@@ -172,6 +172,7 @@ class MicroConfig:
 
 ENGINES = ("pyspark",)
 PLANS = ("shared", "per-strategy")
+TIME_WINDOW_PLANS = ("core", "native")
 STAMPS = ("scheduled", "send")
 
 
@@ -194,6 +195,8 @@ class RunConfig:
     speed: float = 1.0
     stamp: str = "scheduled"
     output_format: str = "parquet"
+    # Microbenchmark Q3: "core" (the stateful core, exact inputTS) or "native" (Spark's window()).
+    time_windows: str = "core"
     max_backlog_s: float = 30.0
     backlog_grace_s: float = 5.0
     startup_timeout_s: float = 240.0
@@ -206,6 +209,7 @@ class RunConfig:
             _need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
                   f"entries must look like key=value, got {item!r}")
         _choice(self, "plan", PLANS)
+        _choice(self, "time_windows", TIME_WINDOW_PLANS)
         _choice(self, "stamp", STAMPS)
         _choice(self, "output_format", FORMATS)
         _need(bool(self.master), "master", "must not be empty")

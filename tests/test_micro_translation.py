@@ -133,3 +133,18 @@ def test_time_fields_are_shifted_back(filter_run, tmp_path):
     outcome, _ = validate_micro_run(w2, data, out2)
     assert outcome.verdict == "PASSED"
     assert np.all(g["TS"].to_numpy() == g["inputTS"].to_numpy())
+
+
+def test_native_time_window_plan_uses_spark_window_for_q3_only():
+    w = read_suite(SPECS_DIR / "suites" / "time-windows-quick.xml")
+    q3 = next(x for x in w.workloads if "q3" in x.name)
+    q4 = next(x for x in w.workloads if "q4" in x.name)
+    native = engine_module("pyspark").translate_micro(MicroTranslation(q3, None, time_windows="native"))
+    assert "F.window(" in native and "withWatermark" in native and "TimeWindowCore" not in native
+    assert "'kind': 'native_time_window'" in native
+    paned = engine_module("pyspark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
+    assert "TimeWindowCore" in paned and "F.window(" not in paned        # Q4 keeps its paned plan
+    core = engine_module("pyspark").translate_micro(MicroTranslation(q3, None))
+    assert "TimeWindowCore" in core and "F.window(" not in core
+    with pytest.raises(CepkitError, match="time_windows"):
+        MicroTranslation(q3, None, time_windows="fast")

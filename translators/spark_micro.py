@@ -20,6 +20,7 @@ from translators.micro_cores import core_source
 from translators.micro_literal import query_literal
 from translators.render import render
 
+TIME_WINDOW_PLANS = ("core", "native")
 # query kind -> (core file, class), for the kinds that need a stateful operator
 STATEFUL_CORES = {
     "count_window": ("count_window", "CountWindowCore"),
@@ -39,16 +40,19 @@ class MicroTranslation:
     table_path: Path | None = None
     source_name: str = "<memory>"
     source_sha256: str = ""
+    time_windows: str = "core"
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, Workload):
             raise CepkitError("workload: must be a Workload")
+        if self.time_windows not in TIME_WINDOW_PLANS:
+            raise CepkitError(f"time_windows: must be one of {', '.join(TIME_WINDOW_PLANS)}, got {self.time_windows!r}")
         if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
             raise CepkitError(f"{self.table_path}: the join table must be a Parquet file for the PySpark translation")
 
     @classmethod
-    def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None,
-                   workload_name: str | None = None) -> "MicroTranslation":
+    def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
+                   time_windows: str = "core") -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
         spec = read_spec(spec_xml)
@@ -64,7 +68,7 @@ class MicroTranslation:
             raise CepkitError(f"{spec_xml}: not a workload or suite spec")
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
-                   hashlib.sha256(spec_xml.read_bytes()).hexdigest())
+                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows)
 
 
 def table_of(dataset_dir: Path) -> Path | None:
@@ -116,6 +120,10 @@ def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
     literals = [query_literal(q) for q in w.queries]
     for q in literals:
+        # Q3 on Spark's own window(); Q4 keeps the paned core (its plan is the point of Q4).
+        if req.time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
+            q["kind"] = "native_time_window"
+    for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
     kinds = sorted({q["kind"] for q in literals if q["kind"] in STATEFUL_CORES})
@@ -123,9 +131,9 @@ def translate_micro(req: MicroTranslation) -> str:
     cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals,
-                  filters=[q for q in literals if q["kind"] == "filter"],
+                  filters=[q for q in literals if q["kind"] in ("filter", "native_time_window")],
                   tables=[q for q in literals if q["kind"] == "table_join" and q["storage"] == "memory"],
-                  db_tables=db_tables, imports=_imports(bool(kinds), bool(db_tables)),
+                  db_tables=db_tables, natives=[q for q in literals if q["kind"] == "native_time_window"], imports=_imports(bool(kinds), bool(db_tables)),
                   stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,
