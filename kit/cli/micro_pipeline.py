@@ -101,14 +101,14 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     from datagen.micro import generate_micro
     from harness.config import DriverConfig
     from harness.engine_run import EngineRunSpec, run_engine
+    from kit.profiles import profile_from_dict
     from kit.workload import output_schema, write_spec
     from translators.output import write_program
     from translators.registry import engine_module
     from translators.spark_micro import MicroTranslation
-    from validator.report import format_text_report
     from validator.latency import latency_stats
-    from kit.profiles import profile_from_dict
     from validator.micro_run import validate_micro_run
+    from validator.report import format_text_report
 
     overrides = (*req.overrides, *extra_overrides)
     cfg = load_config(req.config_path, overrides)
@@ -145,7 +145,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         result = run_engine(dataclasses.replace(spec, env=env),
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
     verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", None, None, None
-    if result.status != "failed" and validate:
+    if result.status == "completed" and validate:     # partial output of a stopped run proves nothing
         stage(f"{workload.name}: validate")
         outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs",
                                                 profile_from_dict(ds.manifest["profile"]))
@@ -153,7 +153,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         if outcome.adaptivity_note:
             stage(f"{workload.name}: no adaptivity metrics: {outcome.adaptivity_note}")
         (wdir / "validation.json").write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
-        verdict = outcome.verdict if result.status == "completed" else "FAILED"
+        verdict = outcome.verdict
         text = format_text_report(tuple(q.comparison for q in outcome.queries))
         stats = latency_stats(latencies)
         p50, p99 = stats.p50_ms, stats.p99_ms

@@ -142,7 +142,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
         startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
     result = run_engine(spec, on_progress=_with_phase(on_progress, data))
 
-    if result.status == "failed":
+    if result.status != "completed":      # an unsustainable run's partial output proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
     stage("validate: reference answers, comparison, latency, pscore")
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
