@@ -49,10 +49,13 @@ def run(args: argparse.Namespace) -> int:
     from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite, search_table, summary_table
     from kit.cli.sustainable import SearchConfig
     from kit.cli.progress import console, run_progress
+    from kit.config import load_config
     from kit.paths import fresh_path
     from kit.workload import read_suite
 
     overrides = tuple(args.overrides) + ((f"run.master={args.master!r}",) if args.master else ())
+    config_path = Path(args.config) if args.config else None
+    runs_dir = Path(load_config(config_path, overrides).paths.runs_dir)     # also checks the config early
     con = console()
     files = _suite_files(args)
     all_passed = True
@@ -62,12 +65,9 @@ def run(args: argparse.Namespace) -> int:
         if args.out and len(files) == 1:
             run_dir = Path(args.out)
         else:
-            parent = Path(args.out) if args.out else None
-            req0 = MicroSuiteRequest(Path(args.config) if args.config else None, overrides, suite, Path("-unused-"))
-            parent = parent or Path(req0.config.paths.runs_dir)
-            run_dir = fresh_path(parent, f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")
-        req = MicroSuiteRequest(Path(args.config) if args.config else None, overrides, suite, run_dir,
-                                tuple(args.workload))
+            run_dir = fresh_path(Path(args.out) if args.out else runs_dir,
+                                 f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")
+        req = MicroSuiteRequest(config_path, overrides, suite, run_dir, tuple(args.workload))
         con.print(f"[bold]suite {suite.name}[/]: {len(req.selected())} workload(s) -> {run_dir}")
         search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps) if args.sustainable else None
         with run_progress() as on_progress:
