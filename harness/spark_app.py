@@ -238,6 +238,22 @@ def _progress(query) -> dict | None:
             "input_rows": p.get("numInputRows")}
 
 
+def _batch_records(query, after: int) -> list[dict]:
+    """Every finished batch after `after` that Spark still remembers, with where its time went
+    (Spark's durationMs: latestOffset, getBatch, queryPlanning, addBatch, walCommit, commitOffsets,
+    triggerExecution) and its stateful operators' figures."""
+    out = []
+    for p in query.recentProgress or []:
+        if p.get("batchId") is None or p["batchId"] <= after:
+            continue
+        state = [{k: op.get(k) for k in ("operatorName", "numRowsTotal", "numRowsUpdated", "memoryUsedBytes",
+                                         "commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs")}
+                 for op in p.get("stateOperators") or []]
+        out.append({"batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
+                    "durations_ms": dict(p.get("durationMs") or {}), "state": state})
+    return out
+
+
 def _trigger_active(query) -> bool:
     try:
         return bool(query.status.get("isTriggerActive"))
@@ -344,6 +360,7 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
     """Poll until the run is over, the query fails, or a signal asks to stop."""
     last_printed = 0.0
     last_batch = None
+    last_recorded = -1
     last_batch_change = time.monotonic()
     with driver:
         while True:
@@ -364,6 +381,9 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
             now = time.monotonic()
             if prog and prog["batch_id"] != last_batch:
                 last_batch, last_batch_change = prog["batch_id"], now
+                for record in _batch_records(query, last_recorded):
+                    _emit("batch", **record)
+                    last_recorded = record["batch_id"]
                 if now - last_printed >= PROGRESS_EVERY_S:
                     _emit("progress", **prog)
                     last_printed = now
@@ -376,6 +396,8 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
                     and prog["end_offset"] >= stats["total_events"])
             if done and now - last_batch_change >= QUIET_S and not _trigger_active(query):
                 _stop_between_batches(query)
+                for record in _batch_records(query, last_recorded):
+                    _emit("batch", **record)
                 _emit("finished", batches=batches.count, output_rows=batches.rows,
                       end_offset=prog["end_offset"], last_batch_id=prog["batch_id"])
                 return 0

@@ -1,0 +1,56 @@
+"""Where the time of an engine run's micro-batches goes, from the harness run directory.
+
+Reads the `batch` events the program printed (logs/engine.stdout.jsonl, specs/ENGINE_RUN.md) and
+prints, over the batches with input (and separately the first few, which pay start-up costs):
+batch count, rows per batch, and the mean and p90 of each of Spark's durationMs components
+(latestOffset, getBatch, queryPlanning, addBatch — the query's actual work, including the
+foreachBatch sink —, walCommit, commitOffsets, triggerExecution), plus the stateful operators'
+commit time and state size at the end.
+
+    .venv/bin/python benchmarks/batch_breakdown.py RUN/engine [--skip 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("engine_dir", help="a harness run directory (holds logs/engine.stdout.jsonl)")
+    ap.add_argument("--skip", type=int, default=3, help="first batches with input counted as start-up")
+    args = ap.parse_args()
+    path = Path(args.engine_dir) / "logs" / "engine.stdout.jsonl"
+    try:
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        sys.exit(f"{path}: cannot read: {e}")
+    batches = [e for e in events if e.get("event") == "batch" and (e.get("input_rows") or 0) > 0]
+    if not batches:
+        sys.exit(f"{path}: no batch with input recorded")
+    for title, group in (("start-up", batches[:args.skip]), ("steady", batches[args.skip:])):
+        if not group:
+            continue
+        rows = np.array([b["input_rows"] for b in group])
+        print(f"{title}: {len(group)} batches, {rows.mean():,.0f} rows/batch (max {rows.max():,})")
+        for part in PARTS:
+            ms = np.array([b["durations_ms"].get(part, 0) for b in group], dtype=float)
+            print(f"  {part:>16}: mean {ms.mean():8.1f} ms   p90 {np.percentile(ms, 90):8.1f} ms")
+        commits = [sum(op.get("commitTimeMs") or 0 for op in b["state"]) for b in group if b["state"]]
+        if commits:
+            last = group[-1]["state"]
+            print(f"  {'state commit':>16}: mean {np.mean(commits):8.1f} ms; at the end "
+                  + ", ".join(f"{op['operatorName']}: {op['numRowsTotal']:,} rows, "
+                              f"{(op['memoryUsedBytes'] or 0) / 2**20:,.1f} MiB" for op in last))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
