@@ -109,6 +109,12 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "completed" and run["events"]["pulled"] == n
     assert run["engine"]["finished"]["end_offset"] == n
+    # Every batch is recorded once, with Spark's breakdown of its time, and they cover every event.
+    stdout = [json.loads(line) for line in (run_dir / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
+    batches = [e for e in stdout if e["event"] == "batch"]
+    assert [b["batch_id"] for b in batches] == list(range(len(batches)))
+    assert sum(b["input_rows"] for b in batches) == n
+    assert all(b["durations_ms"]["triggerExecution"] >= b["durations_ms"].get("addBatch", 0) for b in batches)
     versions = json.loads((run_dir / "versions.json").read_text())
     assert versions["pyspark"] == "4.3.0" and versions["java"]
     assert json.loads((run_dir / "machine.json").read_text())["cpu_count"] >= 1
