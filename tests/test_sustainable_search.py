@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit.cli.sustainable import SearchConfig, find_sustainable_rate, tail_backlog
+from kit.cli.sustainable import SearchConfig, calibrated, find_sustainable_rate, tail_backlog
 from kit.errors import CepkitError
 from kit.workload import Filter, QuerySet
 from kit.workload.suite import Dataset, Load, Workload
@@ -109,3 +109,14 @@ def test_start_rate_and_growth_shape_the_exploration(tmp_path):
     assert [s.purpose for s in result.steps][:3] == ["explore"] * 3 and result.steps[-1].purpose == "confirm"
     limit = 10 * 23_000 / 8.2
     assert result.confirmed and limit / 1.4 <= result.sustainable_eps <= limit
+
+
+def test_calibration_sets_lambda_to_a_share_of_capacity():
+    burst = Workload("b", "burst", ("max-latency",), Dataset(streams=1, attributes=1, max_id=10),
+                     Load("adaptivity", 1000.0, 13420), QuerySet("independent", (Filter("q", "S1", ("ID",)),)))
+    tuned = calibrated(burst, 20_000.0, 0.75)
+    assert tuned.load == Load("adaptivity", 15_000.0, 13420) and tuned.queries == burst.queries
+    with pytest.raises(CepkitError, match="only adaptivity"):
+        calibrated(WORKLOAD, 20_000.0)
+    with pytest.raises(CepkitError, match="fraction"):
+        calibrated(burst, 20_000.0, 1.5)

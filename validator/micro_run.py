@@ -23,7 +23,7 @@ from kit.workload.queries import INPUT_TS, WINDOW_END
 from validator.compare import StreamComparison, compare_stream
 from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
 from validator.micro_reference import expected_for_dataset
-from validator.adaptivity import AdaptivityMetrics, adaptivity_metrics
+from validator.adaptivity import PEAK, AdaptivityMetrics, adaptivity_metrics
 from validator.outputlog import ARRIVAL_TS, INGEST_TS, Clocks, read_output_log
 
 ADAPTIVITY_METRICS = ("max-latency", "latency-degradation", "recovery-time", "post-peak-latency-variation")
@@ -103,7 +103,9 @@ def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path,
         every.append(lat)
         outcomes.append(QueryOutcome(q.id, q.KIND, comparison, latency_stats(lat)))
     adaptivity, note = None, None
-    if profile is not None and set(workload.metrics) & set(ADAPTIVITY_METRICS):
+    # Only a burst run has them (a calibration step at constant load does not).
+    if profile is not None and set(workload.metrics) & set(ADAPTIVITY_METRICS) \
+            and PEAK in (ph.name for ph in profile.phases):
         rows = [log.stream(q.id)[[c for c in (ARRIVAL_TS, INPUT_TS, INGEST_TS) if c in log.stream(q.id)]]
                 for q in workload.queries]
         try:

@@ -29,6 +29,10 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--sustainable", action="store_true",
                    help="search each workload's maximum sustainable throughput (bisection on the rate, "
                         "backlog thresholds q^a/q^b, a confirming run at 90%%) instead of one run at its rate")
+    p.add_argument("--calibrate", action="store_true",
+                   help="burst (adaptivity) workloads: find the maximum sustainable rate at constant load first, "
+                        "then run the burst with lambda = --lambda-fraction of it")
+    p.add_argument("--lambda-fraction", type=float, default=0.75, help="lambda as a share of capacity (default 0.75)")
     p.add_argument("--step-seconds", type=float, default=20.0, help="length of each search step's run (default 20)")
     p.add_argument("--max-steps", type=int, default=8, help="most runs per search, confirmation included (default 8)")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "
@@ -69,10 +73,12 @@ def run(args: argparse.Namespace) -> int:
                                  f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")
         req = MicroSuiteRequest(config_path, overrides, suite, run_dir, tuple(args.workload))
         con.print(f"[bold]suite {suite.name}[/]: {len(req.selected())} workload(s) -> {run_dir}")
-        search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps) if args.sustainable else None
+        steps = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps)
+        search = steps if args.sustainable else None
         with run_progress() as on_progress:
-            results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"),
-                                      on_progress=on_progress, search=search)
+            results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"), on_progress=on_progress,
+                                      search=search, calibrate=steps if args.calibrate else None,
+                                      lambda_fraction=args.lambda_fraction)
         if search is not None:
             print(search_table(results))
             passed = all(r.confirmed for r in results)

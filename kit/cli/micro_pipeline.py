@@ -80,6 +80,7 @@ class WorkloadResult:
     mean_cpu_percent: float | None
     text: str                   # the per-query comparison, one line each
     adaptivity: dict | None = None   # the thesis 4.5.5 metrics, for adaptivity workloads
+    lambda_eps: float | None = None  # the calibrated lambda of a burst workload (per stream)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -195,11 +196,13 @@ def _on_the_clock(on_progress, duration_ms: int):
 
 
 def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on_progress=None,
-                    search=None) -> list:
+                    search=None, calibrate=None, lambda_fraction: float = 0.75) -> list:
     """Fixed-rate runs at each workload's own load; with `search` (a kit.cli.sustainable.SearchConfig)
-    a maximum-sustainable-throughput search per workload instead. Returns the WorkloadResults or
-    the SearchResults, in workload order."""
-    from kit.cli.sustainable import find_sustainable_rate
+    a maximum-sustainable-throughput search per workload instead. With `calibrate` (a SearchConfig),
+    a burst (adaptivity-profile) workload first gets a search at constant load and then runs with
+    lambda = `lambda_fraction` x the rate found (thesis 4.5.5 runs at a lambda near 75 % of capacity).
+    Returns the WorkloadResults or the SearchResults, in workload order."""
+    from kit.cli.sustainable import calibrated, find_sustainable_rate
     from kit.workload import write_spec
 
     run = Path(req.run_dir)
@@ -208,14 +211,25 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on
     workloads = req.selected()
     write_spec(dataclasses.replace(req.suite, workloads=workloads), run / "suite.xml")
     results = []
-    for w in workloads:
-        if search is None:
-            results.append(run_workload(req, w, run / w.name, stage, on_progress))
-        else:
-            def step(wl, step_dir, overrides, validate):
-                return run_workload(req, wl, step_dir, stage, on_progress, overrides, validate)
+    def step(wl, step_dir, overrides, validate):
+        return run_workload(req, wl, step_dir, stage, on_progress, overrides, validate)
 
+    for w in workloads:
+        if search is not None:
             results.append(find_sustainable_rate(step, w, run / w.name, search, stage))
+        elif calibrate is not None and w.load.profile == "adaptivity":
+            found = find_sustainable_rate(step, w, run / w.name / "calibration", calibrate, stage).sustainable_eps
+            if found is None:
+                results.append(WorkloadResult(w.name, {p.name: p.value for p in w.params}, len(w.queries),
+                                              "not calibrated", "no sustainable rate was confirmed", "NOT VALIDATED",
+                                              None, None, 0, None, None, None, None, ""))
+            else:
+                burst = calibrated(w, found, lambda_fraction)
+                stage(f"{w.name}: lambda = {lambda_fraction:g} x {found:,.0f} = {burst.load.rate_eps:,.0f} ev/s")
+                results.append(dataclasses.replace(run_workload(req, burst, run / w.name, stage, on_progress),
+                                                   lambda_eps=burst.load.rate_eps))
+        else:
+            results.append(run_workload(req, w, run / w.name, stage, on_progress))
         write_summary(req.suite, results, run)       # after every workload: a crash keeps what is done
     report = write_report(req.suite, workloads, results, run)
     stage(f"report: {report}")
