@@ -18,11 +18,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from harness.frame_client import FrameConnection
+from harness.frame_client import FrameClient, FrameConnection
 from harness.protocol import DriverError, decode_table, raise_for
 
 
-class DriverClient:
+class DriverClient(FrameClient):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 30.0,
                  reconnect_s: float = 10.0):
         if not port:
@@ -35,22 +35,9 @@ class DriverClient:
 
     # ---- plumbing ------------------------------------------------------------------------------
 
-    @property
-    def reconnects(self) -> int:
-        return self._conn.reconnects
-
     def _request(self, header: dict, wait_ms: int = 0) -> tuple[dict, memoryview]:
         resp, body = self._conn.request(header, wait_s=wait_ms / 1000.0)
         return raise_for(resp, self._conn.where), body
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> "DriverClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # ---- requests --------------------------------------------------------------------------------
 

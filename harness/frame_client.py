@@ -80,3 +80,23 @@ class FrameConnection:
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+class FrameClient:
+    """What the driver's and the sink's clients share: one FrameConnection in `_conn`, closed by
+    `close()` or by leaving a `with` block."""
+
+    _conn: FrameConnection
+
+    @property
+    def reconnects(self) -> int:
+        return self._conn.reconnects
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from harness.frame_client import FrameConnection
+from harness.frame_client import FrameClient, FrameConnection
 from harness.protocol import BadRequestError, ProtocolError, decode_table, encode_batches
 from harness.server import FrameServer
 from kit.errors import CepkitError
@@ -366,7 +366,7 @@ def _check_name(name: str) -> None:
 
 # ---- the client ------------------------------------------------------------------------------
 
-class SinkClient:
+class SinkClient(FrameClient):
     """Sends output batches to a SinkServer; used inside the engine program's foreachBatch.
 
     `emit` raises SinkError when the sink refuses a batch or stays unreachable for `reconnect_s`:
@@ -381,10 +381,6 @@ class SinkClient:
         self.host, self.port = host, int(port)
         self._conn = FrameConnection(host, port, peer="sink", unreachable=SinkError, timeout_s=timeout_s,
                                      reconnect_s=reconnect_s)
-
-    @property
-    def reconnects(self) -> int:
-        return self._conn.reconnects
 
     def _request(self, header: dict, body=None) -> dict:
         try:
@@ -402,12 +398,3 @@ class SinkClient:
 
     def stats(self) -> dict:
         return self._request({"op": "stats"})["stats"]
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> "SinkClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -36,7 +36,7 @@ from kit.profiles import RateProfile
 from validator import plots
 from validator.adaptivity import PEAK, AdaptivityMetrics
 from validator.outputlog import ARRIVAL_TS, INPUT_TS, Clocks, read_output_log, read_resources
-from validator.report import FAILED, PASSED, _adaptivity_rows, _data_uri, _environment
+from validator.report import FAILED, PASSED, adaptivity_rows, data_uri, environment
 
 TEMPLATE = "micro_report.html.j2"
 MODES = ("fixed-rate", "sustainable")
@@ -103,7 +103,7 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
     def figure(draw, *args) -> str:
         png = tmp / f"fig-{len(list(tmp.iterdir()))}.png"
         draw(png, *args)
-        return _data_uri(png)
+        return data_uri(png)
 
     groups: dict[str, list[WorkloadPoint]] = {}
     for p in points:
@@ -121,10 +121,10 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
     for p in (p for p in points if p.adaptivity is not None):
         clocks, series = _latency_series(p, notes)
         src = figure(plot_latency_scatter, p, clocks, series) if any(len(s[1]) for s in series) else None
-        adaptivity.append({"p": p, "rows": _adaptivity_rows(p.adaptivity), "src": src})
+        adaptivity.append({"p": p, "rows": adaptivity_rows(p.adaptivity), "src": src})
     memory = [(p.workload, df) for p in points for df in [_resources(p, notes)] if df is not None and len(df)]
     counts = {v: sum(p.verdict == v for p in points) for v in (PASSED, FAILED)}
-    return _environment().get_template(TEMPLATE).render(
+    return environment().get_template(TEMPLATE).render(
         title=title, mode=mode, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         cards=[("points", len(points)), ("passed", counts[PASSED]), ("failed", counts[FAILED]),
                ("other", len(points) - counts[PASSED] - counts[FAILED])],

@@ -106,8 +106,8 @@ def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path,
     # Only a burst run has them (a calibration step at constant load does not).
     if profile is not None and set(workload.metrics) & set(ADAPTIVITY_METRICS) \
             and PEAK in (ph.name for ph in profile.phases):
-        rows = [log.stream(q.id)[[c for c in (ARRIVAL_TS, INPUT_TS, INGEST_TS) if c in log.stream(q.id)]]
-                for q in workload.queries]
+        streams = [log.stream(q.id) for q in workload.queries]
+        rows = [df[[c for c in (ARRIVAL_TS, INPUT_TS, INGEST_TS) if c in df]] for df in streams]
         try:
             adaptivity = adaptivity_metrics(pd.concat(rows, ignore_index=True), profile, log.clocks)
         except CepkitError as e:        # e.g. no output in the peak phase: a finding, not a crash

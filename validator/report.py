@@ -176,19 +176,19 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     summary = _summary(inputs, figures, generated)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    page = _environment().get_template(TEMPLATE).render(
+    page = environment().get_template(TEMPLATE).render(
         title=inputs.title, verdict=inputs.verdict, generated=generated, banner=_banner(inputs),
         cards=_cards(inputs), run_info=[(str(k), _cell(v)) for k, v in inputs.run_info.items()],
         comparisons=[_comparison_view(c, inputs.shown) for c in inputs.comparisons],
-        latency=_latency_rows(inputs.latency), pscore=inputs.pscore, adaptivity=_adaptivity_rows(inputs.adaptivity),
+        latency=_latency_rows(inputs.latency), pscore=inputs.pscore, adaptivity=adaptivity_rows(inputs.adaptivity),
         phases=_phase_rows(inputs.profile), clocks=inputs.clocks,
-        figures=[dict(f, src=_data_uri(out / f["file"])) for f in figures], notes=inputs.notes)
+        figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
@@ -240,7 +240,7 @@ def _draw_figures(inputs: ReportInputs, fig_dir: Path) -> list[dict]:
     return out
 
 
-def _data_uri(path: Path) -> str:
+def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
@@ -294,7 +294,7 @@ def _latency_rows(latency: Sequence[StreamLatency]) -> list[dict]:
     return rows
 
 
-def _adaptivity_rows(a: AdaptivityMetrics | None) -> list[tuple[str, str, str]] | None:
+def adaptivity_rows(a: AdaptivityMetrics | None) -> list[tuple[str, str, str]] | None:
     if a is None:
         return None
     ratio = lambda v: "–" if v is None else f"{v:,.2f}"  # noqa: E731

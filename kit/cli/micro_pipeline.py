@@ -101,7 +101,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     """One fixed-rate run of `workload` in `wdir`; `extra_overrides` go after the request's."""
     from datagen.micro import generate_micro
     from harness.config import DriverConfig
-    from harness.engine_run import EngineRunSpec, run_engine
+    from harness.engine_run import run_engine
+    from kit.cli.pairs_pipeline import engine_run_spec
     from kit.profiles import profile_from_dict
     from kit.workload import output_schema, write_spec
     from translators.output import write_program
@@ -130,18 +131,11 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
           f"on {cfg.run.master}")
     duration_s = ds.manifest["profile"]["duration_ms"] / 1000.0
     mean_eps = ds.total_rows / max(duration_s, 1e-9)
-    spec = EngineRunSpec(
-        program=program, run_dir=wdir / "engine",
-        driver=DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
-                            align_ms=align_ms(workload), hold=True),
-        master=cfg.run.master, spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
-        shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
-        trigger_ms=cfg.run.trigger_ms,
-        output_format=cfg.run.output_format,
-        output_schemas={q.id: output_schema(q).arrow_schema() for q in workload.queries},
-        backlog_limit_events=max(1000, int(cfg.run.max_backlog_s * mean_eps)),
-        backlog_grace_s=cfg.run.backlog_grace_s, startup_timeout_s=cfg.run.startup_timeout_s,
-        drain_timeout_s=cfg.run.drain_timeout_s)
+    driver = DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
+                          align_ms=align_ms(workload), hold=True)
+    spec = engine_run_spec(cfg, program, wdir / "engine", driver,
+                           {q.id: output_schema(q).arrow_schema() for q in workload.queries},
+                           max(1000, int(cfg.run.max_backlog_s * mean_eps)))
     with _database(workload, ds.directory, wdir, stage) as env:
         result = run_engine(dataclasses.replace(spec, env=env),
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))

@@ -102,6 +102,21 @@ def driver_config(cfg: Config, data: Path):
                         align_ms=1000, hold=True)
 
 
+def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver, output_schemas: dict,
+                    backlog_limit: int):
+    """The harness run of a generated program with the `[run]` settings (shared by `cepkit pairs`
+    and `cepkit micro`)."""
+    from harness.engine_run import EngineRunSpec
+
+    return EngineRunSpec(
+        program=program, run_dir=run_dir, driver=driver, master=cfg.run.master,
+        spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
+        shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
+        trigger_ms=cfg.run.trigger_ms, output_format=cfg.run.output_format, output_schemas=output_schemas,
+        backlog_limit_events=backlog_limit, backlog_grace_s=cfg.run.backlog_grace_s,
+        startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
+
+
 def backlog_limit_events(cfg: Config, data: Path) -> int:
     """q^b in events: max_backlog_s seconds of input at the dataset's mean rate."""
     from validator.ticks import read_manifest
@@ -113,7 +128,7 @@ def backlog_limit_events(cfg: Config, data: Path) -> int:
 
 def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, data_progress=None,
                        on_progress=None) -> PairsRunOutcome:
-    from harness.engine_run import EngineRunSpec, run_engine
+    from harness.engine_run import run_engine
     from kit.records import INDICATOR, MARKET_ORDER
     from translators.output import write_program
     from translators.registry import engine_module
@@ -131,15 +146,9 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
 
     stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}")
-    spec = EngineRunSpec(
-        program=program, run_dir=run / "engine", driver=driver_config(cfg, data), master=cfg.run.master,
-        spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
-        shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
-        trigger_ms=cfg.run.trigger_ms,
-        output_format=cfg.run.output_format,
-        output_schemas={"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
-        backlog_limit_events=backlog_limit_events(cfg, data), backlog_grace_s=cfg.run.backlog_grace_s,
-        startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
+    spec = engine_run_spec(cfg, program, run / "engine", driver_config(cfg, data),
+                           {"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
+                           backlog_limit_events(cfg, data))
     result = run_engine(spec, on_progress=_with_phase(on_progress, data))
 
     if result.status != "completed":      # an unsustainable run's partial output proves nothing
