@@ -8,7 +8,8 @@ sustainable throughput (events/s, all streams), p50/p99 event-time latency and p
 best sustainable step. Every step's run directory stays under --runs.
 
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N]
-           [--step-seconds 20] [--max-steps 7] [--start-rate 4000] [--growth 4] [--precision 1.4]
+           [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
+           [--precision 1.4]
            [--runs runs/micro-all] [--set KEY=VALUE ...]
 """
 
@@ -33,6 +34,17 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _start_rates(items: list[str]) -> dict[str, float] | None:
+    rates = {"": 4000.0}
+    for item in items:
+        suite, _, eps = item.rpartition("=")
+        try:
+            rates[suite] = float(eps)
+        except ValueError:
+            return None
+    return rates
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suites", default=",".join(s for s in SUITE_NAMES if s != "adaptivity"))
@@ -40,22 +52,25 @@ def main() -> int:
     ap.add_argument("--step-seconds", type=float, default=20.0)
     ap.add_argument("--max-steps", type=int, default=7)
     ap.add_argument("--max-rate", type=float, default=2_000_000.0)
-    ap.add_argument("--start-rate", type=float, default=4000.0, help="first rate tried, per stream")
+    ap.add_argument("--start-rate", action="append", default=[], metavar="[SUITE=]EPS",
+                    help="first rate tried, per stream (4000); SUITE=EPS sets it for one suite, e.g. "
+                         "filtering=65536, so a fast suite does not spend its steps getting there")
     ap.add_argument("--growth", type=float, default=4.0, help="rate factor per exploring step")
     ap.add_argument("--precision", type=float, default=1.4, help="stop bisecting when hi/lo is below this")
     ap.add_argument("--runs", default="runs/micro-all")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
-    search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
-                          start_rate_eps=args.start_rate, growth=args.growth, precision=args.precision,
-                          validate_steps=False)
+    starts = _start_rates(args.start_rate)
+    if starts is None:
+        ap.error(f"--start-rate takes EPS or SUITE=EPS, got {args.start_rate}")
     rows = []
     started = time.time()
     for name in args.suites.split(","):
         suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
-        workloads = [w for w in suite.workloads
-                     if not any(getattr(q, "storage", None) == "database" for q in w.queries)]
-        keep = tuple(w.name for w in workloads[:args.per_suite or len(workloads)])
+        keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)])
+        search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
+                              start_rate_eps=starts.get(name, starts[""]), growth=args.growth,
+                              precision=args.precision, validate_steps=False)
         req = MicroSuiteRequest(None, tuple(args.overrides), suite, fresh_path(Path(args.runs), name), keep)
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)
         for w, r in zip(req.selected(), results):

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from harness.client import DriverClient
 from harness.config import DriverConfig
+from harness.jvm_archive import driver_java_options
 from harness.process import DriverProcess
 from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.sink import FORMATS, SinkServer
@@ -78,6 +79,7 @@ class EngineRunSpec:
     drain_timeout_s: float = 120.0
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
+    jvm_class_archive: bool = True             # map harness/jvm_archive.py's archive when it exists
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "program", Path(self.program))
@@ -120,7 +122,7 @@ class EngineRunSpec:
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
-                "python": self.python, "env": dict(self.env)}
+                "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive}
 
 
 @dataclass(frozen=True)
@@ -324,6 +326,7 @@ class _Run:
         self.final_stats: dict | None = None
         self.status, self.message = "failed", "the run did not start"
         self.output_log: Path | None = None
+        self.class_archive: str | None = None
 
     # ---- start ---------------------------------------------------------------------------------
 
@@ -348,7 +351,10 @@ class _Run:
                "--sink", f"{self.sink.host}:{self.sink.port}", "--checkpoint", str(self.dirs["checkpoint"]),
                "--master", spec.master, "--shuffle-partitions", str(spec.shuffle_partitions),
                "--trigger-ms", str(spec.trigger_ms), "--source-partitions", str(spec.source_partitions)]
-        for key, value in spec.spark_conf:
+        conf = spec.spark_conf
+        if spec.jvm_class_archive:
+            conf, self.class_archive = driver_java_options(conf, spec.python)
+        for key, value in conf:
             cmd += ["--conf", f"{key}={value}"]
         _write_json(logs / "command.json", cmd)
         self.timings["program_start_ms"] = now_ms()
@@ -524,7 +530,7 @@ class _Run:
             "kind": "cepkit.engine-run", "schema_version": 1,
             "status": result.status, "reason": result.message,
             "program": str(self.spec.program), "spec": self.spec.to_dict(),
-            "timings": self.timings, "clocks": self.clocks,
+            "timings": self.timings, "clocks": self.clocks, "jvm_class_archive": self.class_archive,
             "events": {"total": stats.get("total_events"), "released": stats.get("released"),
                        "pulled": stats.get("pulled"), "backlog_at_end": stats.get("backlog")},
             "outputs": result.outputs, "output_log": str(result.output_log) if result.output_log else None,

@@ -56,4 +56,6 @@ fi
 if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   apt_install postgresql || { say "error: the tests need Debian's postgresql package (J3)"; exit 1; }
 fi
+# Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.
+.venv/bin/python -m harness.jvm_archive || say "continuing without a JVM class archive"
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

@@ -22,6 +22,7 @@ import pytest
 from datagen.pairs import generate_pairs
 from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
+from harness.jvm_archive import archive_path
 from harness.resources import ResourceSampler
 from kit.errors import CepkitError
 from tests.helpers import pairs_config, read_ticks
@@ -109,6 +110,12 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "completed" and run["events"]["pulled"] == n
     assert run["engine"]["finished"]["end_offset"] == n
+    # The JVM maps the class archive when scripts/setup.sh built one, and the run says so.
+    archive = archive_path(sys.executable)
+    assert run["jvm_class_archive"] == (str(archive) if archive and archive.is_file() else None)
+    if run["jvm_class_archive"]:
+        command = json.loads((run_dir / "logs" / "command.json").read_text())
+        assert f"spark.driver.extraJavaOptions=-XX:SharedArchiveFile={archive}" in " ".join(command)
     # Every batch is recorded once, with Spark's breakdown of its time, and they cover every event.
     stdout = [json.loads(line) for line in (run_dir / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
     batches = [e for e in stdout if e["event"] == "batch"]
