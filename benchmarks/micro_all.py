@@ -77,16 +77,17 @@ def main() -> int:
             best = r.best_step()
             streams = len(w.dataset.stream_names)
             rows.append((name, w.name, ", ".join(f"{p.name}={p.value}" for p in w.params),
-                         None if r.sustainable_eps is None else r.sustainable_eps * streams, r.confirmed,
+                         None if r.sustainable_eps is None else r.sustainable_eps * streams,
+                         None if r.lowest_failing_eps() is None else r.lowest_failing_eps() * streams, r.confirmed,
                          best.p50_ms if best else None, best.p99_ms if best else None,
                          best.peak_rss_mib if best else None, len(r.steps)))
-    head = ("suite", "workload", "parameters", "max sustainable ev/s", "confirmed", "p50 ms", "p99 ms",
-            "peak RSS MiB", "steps")
+    head = ("suite", "workload", "parameters", "max sustainable ev/s", "lowest failing ev/s", "confirmed",
+            "p50 ms", "p99 ms", "peak RSS MiB", "steps")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for suite, wl, params, eps, ok, p50, p99, rss, steps in rows:
-        print(f"| {suite} | {wl} | {params} | {_fmt(eps, ',.0f')} | {'yes' if ok else 'no'} | {_fmt(p50, ',')} | "
-              f"{_fmt(p99, ',')} | {_fmt(rss, ',.0f')} | {steps} |")
+    for suite, wl, params, eps, fail, ok, p50, p99, rss, steps in rows:
+        print(f"| {suite} | {wl} | {params} | {_fmt(eps, ',.0f')} | {_fmt(fail, ',.0f')} | {'yes' if ok else 'no'} | "
+              f"{_fmt(p50, ',')} | {_fmt(p99, ',')} | {_fmt(rss, ',.0f')} | {steps} |")
     print(f"\n{len(rows)} workloads in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
     return 0
 

@@ -91,6 +91,11 @@ class SearchResult:
         ok = [s for s in self.steps if s.sustainable]
         return max(ok, key=lambda s: s.rate_eps) if ok else None
 
+    def lowest_failing_eps(self) -> float | None:
+        """The lowest rate found unsustainable (None: every rate tried was sustainable)."""
+        failed = [s.rate_eps for s in self.steps if not s.sustainable]
+        return min(failed) if failed else None
+
 
 def tail_backlog(engine_dir: Path, tail_fraction: float) -> int | None:
     """Largest backlog sampled in the last `tail_fraction` of the release interval."""
