@@ -4,8 +4,10 @@ Reads the `batch` events the program printed (logs/engine.stdout.jsonl, specs/EN
 prints, over the batches with input (and separately the first few, which pay start-up costs):
 batch count, rows per batch, and the mean and p90 of each of Spark's durationMs components
 (latestOffset, getBatch, queryPlanning, addBatch — the query's actual work, including the
-foreachBatch sink —, walCommit, commitOffsets, triggerExecution), plus the stateful operators'
-commit time and state size at the end.
+foreachBatch sink —, walCommit, commitOffsets, triggerExecution), addBatch's two halves as the
+program timed them (collect: running the plan, operators and Python cores, rows to the driver;
+sink: handing the rows to the harness), plus the stateful operators' commit time and state size
+at the end.
 
     .venv/bin/python benchmarks/batch_breakdown.py RUN/engine [--skip 3]
 """
@@ -43,6 +45,11 @@ def main() -> int:
         for part in PARTS:
             ms = np.array([b["durations_ms"].get(part, 0) for b in group], dtype=float)
             print(f"  {part:>16}: mean {ms.mean():8.1f} ms   p90 {np.percentile(ms, 90):8.1f} ms")
+        for part in ("collect", "sink"):
+            ms = np.array([(b.get("foreach_batch") or {}).get(part, np.nan) for b in group], dtype=float)
+            if np.isfinite(ms).any():
+                print(f"  {'addBatch ' + part:>16}: mean {np.nanmean(ms):8.1f} ms   "
+                      f"p90 {np.nanpercentile(ms, 90):8.1f} ms")
         commits = [sum(op.get("commitTimeMs") or 0 for op in b["state"]) for b in group if b["state"]]
         if commits:
             last = group[-1]["state"]

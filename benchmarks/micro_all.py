@@ -52,9 +52,10 @@ def main() -> int:
     ap.add_argument("--step-seconds", type=float, default=20.0)
     ap.add_argument("--max-steps", type=int, default=7)
     ap.add_argument("--max-rate", type=float, default=2_000_000.0)
-    ap.add_argument("--start-rate", action="append", default=[], metavar="[SUITE=]EPS",
-                    help="first rate tried, per stream (4000); SUITE=EPS sets it for one suite, e.g. "
-                         "filtering=65536, so a fast suite does not spend its steps getting there")
+    ap.add_argument("--start-rate", action="append", default=[], metavar="[SUITE|WORKLOAD=]EPS",
+                    help="first rate tried, per stream (4000); SUITE=EPS or WORKLOAD=EPS sets it for one "
+                         "suite or workload, e.g. filtering=524288, so a fast one does not spend its steps "
+                         "getting there")
     ap.add_argument("--growth", type=float, default=4.0, help="rate factor per exploring step")
     ap.add_argument("--precision", type=float, default=1.4, help="stop bisecting when hi/lo is below this")
     ap.add_argument("--runs", default="runs/micro-all")
@@ -70,6 +71,7 @@ def main() -> int:
         keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)])
         search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
                               start_rate_eps=starts.get(name, starts[""]), growth=args.growth,
+                              start_rates=tuple((w, r) for w, r in starts.items() if w in keep),
                               precision=args.precision, validate_steps=False)
         req = MicroSuiteRequest(None, tuple(args.overrides), suite, fresh_path(Path(args.runs), name), keep)
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)

@@ -206,19 +206,35 @@ def _wait_ready(query, timeout_s: float = READY_TIMEOUT_S) -> None:
 
 
 class _Batches:
-    """The foreachBatch function: sends each stream's rows of a batch to the sink."""
+    """The foreachBatch function: sends each stream's rows of a batch to the sink, and times the
+    two halves of Spark's addBatch: `collect` (running the batch's plan, the queries' operators and
+    Python cores included, and bringing its rows to the driver as Arrow) and `sink` (handing them
+    to the harness)."""
 
     def __init__(self, sink: SinkClient, streams: Mapping[str, Sequence[str]]):
         self.sink, self.streams = sink, streams
         self.count = 0
         self.rows = 0
+        self._lock = threading.Lock()
+        self._timings: dict[int, dict] = {}
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        t0 = time.perf_counter()
         table = batch_df.toArrow()
+        t1 = time.perf_counter()
         for name, part in split_streams(table, self.streams).items():
             self.sink.emit(name, batch_id, part)
             self.rows += part.num_rows
+        t2 = time.perf_counter()
+        with self._lock:
+            self._timings[batch_id] = {"collect": round((t1 - t0) * 1000), "sink": round((t2 - t1) * 1000),
+                                       "output_rows": table.num_rows}
         self.count += 1
+
+    def timings(self, batch_id: int) -> dict:
+        """The foreachBatch figures of a batch (once: they are forgotten after)."""
+        with self._lock:
+            return self._timings.pop(batch_id, {})
 
 
 def _progress(query) -> dict | None:
@@ -382,7 +398,7 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
             if prog and prog["batch_id"] != last_batch:
                 last_batch, last_batch_change = prog["batch_id"], now
                 for record in _batch_records(query, last_recorded):
-                    _emit("batch", **record)
+                    _emit("batch", **record, foreach_batch=batches.timings(record["batch_id"]))
                     last_recorded = record["batch_id"]
                 if now - last_printed >= PROGRESS_EVERY_S:
                     _emit("progress", **prog)
@@ -397,7 +413,7 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
             if done and now - last_batch_change >= QUIET_S and not _trigger_active(query):
                 _stop_between_batches(query)
                 for record in _batch_records(query, last_recorded):
-                    _emit("batch", **record)
+                    _emit("batch", **record, foreach_batch=batches.timings(record["batch_id"]))
                 _emit("finished", batches=batches.count, output_rows=batches.rows,
                       end_offset=prog["end_offset"], last_batch_id=prog["batch_id"])
                 return 0

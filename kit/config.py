@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 import types
 import typing
@@ -173,6 +174,7 @@ class MicroConfig:
 ENGINES = ("pyspark",)
 PLANS = ("shared", "per-strategy")
 TIME_WINDOW_PLANS = ("core", "native")
+DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 STAMPS = ("scheduled", "send")
 
 
@@ -197,19 +199,28 @@ class RunConfig:
     output_format: str = "parquet"
     # Microbenchmark Q3: "core" (the stateful core, exact inputTS) or "native" (Spark's window()).
     time_windows: str = "core"
+    # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
+    # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
+    database_join: str = "lookup"
     max_backlog_s: float = 30.0
     backlog_grace_s: float = 5.0
     startup_timeout_s: float = 240.0
     drain_timeout_s: float = 180.0
+    # The driver JVM's heap (spark.driver.memory). Spark's 1g default runs out when a backlog
+    # turns into one micro-batch of millions of rows collected on the driver (Q1 near 1 M ev/s).
+    driver_memory: str = "4g"
     spark_conf: tuple[str, ...] = ()     # extra Spark settings, "key=value" each
 
     def __post_init__(self) -> None:
         _choice(self, "engine", ENGINES)
+        _need(re.fullmatch(r"[1-9][0-9]*[kmgt]", self.driver_memory or "") is not None, "driver_memory",
+              f"must be a size like 4g or 2048m, got {self.driver_memory!r}")
         for item in self.spark_conf:
             _need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
                   f"entries must look like key=value, got {item!r}")
         _choice(self, "plan", PLANS)
         _choice(self, "time_windows", TIME_WINDOW_PLANS)
+        _choice(self, "database_join", DATABASE_JOIN_PLANS)
         _choice(self, "stamp", STAMPS)
         _choice(self, "output_format", FORMATS)
         _need(bool(self.master), "master", "must not be empty")

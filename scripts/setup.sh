@@ -2,7 +2,7 @@
 # Set up cepkit on a fresh Debian-like machine: Python >= 3.11 with venv, the package and its
 # dev dependencies in ./.venv, and a Java 17 runtime (Spark needs it). Safe to run repeatedly.
 # With --test it also installs what only the tests need: Chromium (to check the HTML report renders)
-# and PostgreSQL (the J3 join runs against a private server).
+# and PostgreSQL with its JDBC driver (the J3 join runs against a private server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +55,10 @@ fi
 # J3 (stream-to-table join against a database) runs a private PostgreSQL from Debian's package.
 if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   apt_install postgresql || { say "error: the tests need Debian's postgresql package (J3)"; exit 1; }
+fi
+# ... and J3's JDBC plan reads it through Debian's JDBC driver.
+if [ "${1:-}" = "--test" ] && ! ls /usr/share/java/postgresql*.jar >/dev/null 2>&1; then
+  apt_install libpostgresql-jdbc-java || { say "error: the tests need Debian's libpostgresql-jdbc-java (J3)"; exit 1; }
 fi
 # Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.
 .venv/bin/python -m harness.jvm_archive || say "continuing without a JVM class archive"

@@ -62,6 +62,11 @@ def test_bad_overrides():
         load_config(None, ["pairs.nope=1"])
     with pytest.raises(CepkitError, match="expected KEY=VALUE"):
         load_config(None, ["pairs.scale_factor"])
+    with pytest.raises(CepkitError, match=r"^--set run\.driver_memory: must be a size like 4g"):
+        load_config(None, ['run.driver_memory="4 GB"'])
+    with pytest.raises(CepkitError, match=r"^--set run\.database_join: "):
+        load_config(None, ['run.database_join="odbc"'])
+    assert load_config(None, ['run.driver_memory="2048m"']).run.driver_memory == "2048m"
 
 
 def test_missing_file():

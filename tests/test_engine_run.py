@@ -122,6 +122,11 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     assert [b["batch_id"] for b in batches] == list(range(len(batches)))
     assert sum(b["input_rows"] for b in batches) == n
     assert all(b["durations_ms"]["triggerExecution"] >= b["durations_ms"].get("addBatch", 0) for b in batches)
+    # ... and, for every batch the sink saw, addBatch's halves as the program timed them.
+    timed = [b for b in batches if b["foreach_batch"]]
+    assert sum(b["foreach_batch"]["output_rows"] for b in timed) == n
+    assert all(b["foreach_batch"]["collect"] + b["foreach_batch"]["sink"] <= b["durations_ms"]["addBatch"] + 1
+               for b in timed)
     versions = json.loads((run_dir / "versions.json").read_text())
     assert versions["pyspark"] == "4.3.0" and versions["java"]
     assert json.loads((run_dir / "machine.json").read_text())["cpu_count"] >= 1

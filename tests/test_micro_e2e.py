@@ -69,3 +69,35 @@ def test_every_query_kind_matches_the_reference_on_the_engine(engine, tmp_path):
     assert "PASSED" in proc.stderr and "summary:" in proc.stderr
     assert "PostgreSQL on 127.0.0.1" in proc.stderr
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
+
+
+def database_joins() -> Workload:
+    """J3 only: two queries on a 50-row table in PostgreSQL, one filtering on a table column."""
+    queries = (
+        TableJoin("j3", "S1", "T", "database", "ID", "ID", ("S1.ID", "S1.A1", "T.ID", "T.T1", "T.T2")),
+        TableJoin("j3f", "S1", "T", "database", "ID", "ID", ("S1.ID", "S1.TS", "T.T2"),
+                  (Comparison("T.T1", "ge", 40.0),)),
+    )
+    return Workload("database-joins", "coverage", ("throughput",),
+                    Dataset(streams=1, attributes=2, max_id=60, table_rows=50, table_attributes=2, seed=5),
+                    Load("constant", 300.0, 5000), QuerySet("independent", queries), (Param("plan", "jdbc"),))
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_the_jdbc_plan_of_j3_matches_the_reference_on_the_engine(engine, tmp_path):
+    """J3 through Spark's own JDBC source and Debian's JDBC driver, against a real PostgreSQL."""
+    suite_file = write_spec(Suite("coverage", True, (database_joins(),)), tmp_path / "suite.xml")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kit.cli", "micro", "--suite-file", str(suite_file),
+                           "--set", f"run.engine={engine!r}", "--set", 'run.database_join="jdbc"',
+                           "--out", str(run_dir)], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    wdir = run_dir / "database-joins"
+    validation = json.loads((wdir / "validation.json").read_text())
+    counts = {q["query"]: (q["expected"], q["missing"], q["undue"], q["wrong"]) for q in validation["queries"]}
+    assert set(counts) == {"j3", "j3f"}
+    for qid, (expected, missing, undue, wrong) in counts.items():
+        assert expected > 0 and (missing, undue, wrong) == (0, 0, 0), qid
+    assert 'format("jdbc")' in (wdir / "program.py").read_text()
+    command = " ".join(json.loads((wdir / "engine" / "logs" / "command.json").read_text()))
+    assert "spark.jars=/usr/share/java/postgresql" in command

@@ -148,3 +148,22 @@ def test_native_time_window_plan_uses_spark_window_for_q3_only():
     assert "TimeWindowCore" in core and "F.window(" not in core
     with pytest.raises(CepkitError, match="time_windows"):
         MicroTranslation(q3, None, time_windows="fast")
+
+
+def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
+    joins = read_suite(SPECS_DIR / "suites" / "joins-quick.xml").workloads
+    j2 = next(w for w in joins if "j2" in w.name)
+    j3 = next(w for w in joins if "j3" in w.name)
+    spark = engine_module("pyspark")
+    jdbc = spark.translate_micro(MicroTranslation(j3, None, database_join="jdbc"))
+    assert 'format("jdbc")' in jdbc and "CEPKIT_PG_JDBC_URL" in jdbc and "'kind': 'jdbc_table_join'" in jdbc
+    assert "psycopg" not in jdbc and "mapInPandas" not in jdbc
+    module = _import(write_program(jdbc, tmp_path / "j3" / "program.py"))
+    assert [q["kind"] for q in module.QUERIES] == ["jdbc_table_join"]
+    lookup = spark.translate_micro(MicroTranslation(j3, None))
+    assert "psycopg" in lookup and 'format("jdbc")' not in lookup
+    table = tmp_path / "T.parquet"
+    assert spark.translate_micro(MicroTranslation(j2, table, database_join="jdbc")) == \
+        spark.translate_micro(MicroTranslation(j2, table))       # an in-memory table is not affected
+    with pytest.raises(CepkitError, match="database_join"):
+        MicroTranslation(j3, None, database_join="odbc")

@@ -32,7 +32,11 @@ def test_table_loaded_queried_and_server_gone_after_stop(tmp_path):
             rows = conn.execute("SELECT id, t1, t2 FROM t WHERE id = ANY(%s) ORDER BY id", ([3, 7, 999],)).fetchall()
             pk = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 't'").fetchone()[0]
             listen = conn.execute("SHOW listen_addresses").fetchone()[0]
-        assert [r[0] for r in rows] == [3, 7] and rows[0][1] == pytest.approx(t1[2]) and rows[1][2] == 2 * t1[6]
+            every = conn.execute("SELECT id, t1, t2 FROM t ORDER BY id").fetchall()
+        assert [r[0] for r in rows] == [3, 7] and rows[0][1] == t1[2] and rows[1][2] == 2 * t1[6]
+        # Loaded as CSV text: every double must come back bit for bit.
+        assert [r[0] for r in every] == ids.tolist()
+        assert [r[1] for r in every] == t1.tolist() and [r[2] for r in every] == (t1 * 2).tolist()
         assert pk == 1 and listen == "127.0.0.1"
         assert _postgres_pids() - before
     assert not (_postgres_pids() - before)

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit.cli.sustainable import SearchConfig, calibrated, find_sustainable_rate, tail_backlog
+from kit.cli.sustainable import (SearchConfig, SearchResult, Step, calibrated, choose_lambda,
+                                 find_sustainable_rate, tail_backlog)
 from kit.errors import CepkitError
 from kit.workload import Filter, QuerySet
 from kit.workload.suite import Dataset, Load, Workload
@@ -111,12 +112,51 @@ def test_start_rate_and_growth_shape_the_exploration(tmp_path):
     assert result.confirmed and limit / 1.4 <= result.sustainable_eps <= limit
 
 
-def test_calibration_sets_lambda_to_a_share_of_capacity():
+def _search(sustainable_eps, points):
+    """A finished search: (rate, mean CPU %, sustainable) per step."""
+    steps = tuple(Step(n, rate, "explore", ok, "", "completed", "NOT VALIDATED", 0, 1, None, None, None, cpu, "")
+                  for n, (rate, cpu, ok) in enumerate(points, 1))
+    return SearchResult("w", sustainable_eps, True, steps)
+
+
+def test_lambda_is_where_the_engine_uses_the_cpu_share_interpolated_between_steps():
+    # 75 % of 2 cores = 150 %: reached between 8,000 (100 %) and 16,000 ev/s (180 %).
+    found = _search(16_000, [(4000, 60.0, True), (8000, 100.0, True), (16000, 180.0, True), (32000, 195.0, False)])
+    choice = choose_lambda(found, 0.75, 200.0)
+    assert choice.rule == "cpu" and choice.lambda_eps == pytest.approx(8000 + 8000 * 50 / 80, abs=0.1)
+    # Already past the share at the first step: the line through the origin.
+    first = choose_lambda(_search(16_000, [(4000, 160.0, True), (16000, 190.0, True)]), 0.75, 200.0)
+    assert first.rule == "cpu" and first.lambda_eps == pytest.approx(4000 * 150 / 160, abs=0.1)
+    # Never above the sustainable rate, and an unsustainable step's CPU does not count.
+    capped = choose_lambda(_search(10_000, [(10_000, 140.0, True), (20_000, 150.0, False)]), 0.75, 200.0)
+    assert capped.rule == "capacity" and capped.lambda_eps == 7500.0
+
+
+def test_an_engine_that_falls_behind_below_the_cpu_share_gets_a_share_of_its_capacity():
+    found = _search(19_000, [(4000, 70.0, True), (16000, 120.0, True), (19000, 130.0, True), (22000, 140.0, False)])
+    choice = choose_lambda(found, 0.75, 200.0)
+    assert choice.rule == "capacity" and choice.lambda_eps == 14_250.0
+    assert "at most 130 % CPU" in choice.note
+    assert choose_lambda(_search(None, [(4000, 190.0, False)]), 0.75, 200.0) is None
+    with pytest.raises(CepkitError, match="fraction"):
+        choose_lambda(found, 1.5, 200.0)
+
+
+def test_calibration_sets_a_burst_workloads_lambda():
     burst = Workload("b", "burst", ("max-latency",), Dataset(streams=1, attributes=1, max_id=10),
                      Load("adaptivity", 1000.0, 13420), QuerySet("independent", (Filter("q", "S1", ("ID",)),)))
-    tuned = calibrated(burst, 20_000.0, 0.75)
+    tuned = calibrated(burst, 15_000.0)
     assert tuned.load == Load("adaptivity", 15_000.0, 13420) and tuned.queries == burst.queries
     with pytest.raises(CepkitError, match="only adaptivity"):
         calibrated(WORKLOAD, 20_000.0)
-    with pytest.raises(CepkitError, match="fraction"):
-        calibrated(burst, 20_000.0, 1.5)
+    with pytest.raises(CepkitError, match="positive lambda"):
+        calibrated(burst, 0.0)
+
+def test_a_workloads_own_start_rate_comes_first(tmp_path):
+    calls: list = []
+    cfg = SearchConfig(duration_s=10, start_rate_eps=4000, start_rates=((WORKLOAD.name, 16_000.0), ("other", 1.0)),
+                       growth=2, precision=1.5, max_steps=4, validate_steps=False)
+    find_sustainable_rate(capacity_model(23_000, calls), WORKLOAD, tmp_path / "s", cfg)
+    assert calls[0][0] == 16_000
+    with pytest.raises(CepkitError, match="start rates"):
+        SearchConfig(start_rates=(("w", 0.0),))

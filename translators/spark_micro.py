@@ -21,6 +21,8 @@ from translators.micro_literal import query_literal
 from translators.render import render
 
 TIME_WINDOW_PLANS = ("core", "native")
+# J3: per-batch key lookups through psycopg, or Spark's own JDBC source re-reading the table.
+DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 # query kind -> (core file, class), for the kinds that need a stateful operator
 STATEFUL_CORES = {
     "count_window": ("count_window", "CountWindowCore"),
@@ -41,18 +43,22 @@ class MicroTranslation:
     source_name: str = "<memory>"
     source_sha256: str = ""
     time_windows: str = "core"
+    database_join: str = "lookup"
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, Workload):
             raise CepkitError("workload: must be a Workload")
         if self.time_windows not in TIME_WINDOW_PLANS:
             raise CepkitError(f"time_windows: must be one of {', '.join(TIME_WINDOW_PLANS)}, got {self.time_windows!r}")
+        if self.database_join not in DATABASE_JOIN_PLANS:
+            raise CepkitError(f"database_join: must be one of {', '.join(DATABASE_JOIN_PLANS)}, "
+                              f"got {self.database_join!r}")
         if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
             raise CepkitError(f"{self.table_path}: the join table must be a Parquet file for the PySpark translation")
 
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
-                   time_windows: str = "core") -> "MicroTranslation":
+                   time_windows: str = "core", database_join: str = "lookup") -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
         spec = read_spec(spec_xml)
@@ -68,7 +74,7 @@ class MicroTranslation:
             raise CepkitError(f"{spec_xml}: not a workload or suite spec")
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
-                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows)
+                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join)
 
 
 def table_of(dataset_dir: Path) -> Path | None:
@@ -93,7 +99,7 @@ def output_fields(literals: list[dict]) -> list[str]:
     return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
 
 
-def _imports(stateful: bool, database: bool) -> str:
+def _imports(stateful: bool, database: bool, jdbc: bool) -> str:
     """The program's import block: standard library, then third party, each sorted."""
     std, third = set(), {"from pyspark.sql import functions as F"}
     if stateful:
@@ -105,6 +111,8 @@ def _imports(stateful: bool, database: bool) -> str:
                   "from pyspark.sql.types import StringType, StructField, StructType"}
     if database:
         std |= {"import functools", "import os"}
+    if jdbc:
+        std |= {"import os"}
 
     def order(lines):
         return sorted(lines, key=lambda ln: (ln.startswith("from "), ln))
@@ -123,17 +131,23 @@ def translate_micro(req: MicroTranslation) -> str:
         # Q3 on Spark's own window(); Q4 keeps the paned core (its plan is the point of Q4).
         if req.time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
             q["kind"] = "native_time_window"
+        if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
+            q["kind"] = "jdbc_table_join"
     for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
     kinds = sorted({q["kind"] for q in literals if q["kind"] in STATEFUL_CORES})
     db_tables = [q for q in literals if q["kind"] == "table_join" and q["storage"] == "database"]
+    tables = [q for q in literals if q["kind"] == "jdbc_table_join"
+              or (q["kind"] == "table_join" and q["storage"] == "memory")]
     cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals,
                   filters=[q for q in literals if q["kind"] in ("filter", "native_time_window")],
-                  tables=[q for q in literals if q["kind"] == "table_join" and q["storage"] == "memory"],
-                  db_tables=db_tables, natives=[q for q in literals if q["kind"] == "native_time_window"], imports=_imports(bool(kinds), bool(db_tables)),
+                  tables=tables, memory_tables=any(q["storage"] == "memory" for q in tables),
+                  jdbc_tables=any(q["kind"] == "jdbc_table_join" for q in tables), db_tables=db_tables,
+                  natives=[q for q in literals if q["kind"] == "native_time_window"],
+                  imports=_imports(bool(kinds), bool(db_tables), any(q["kind"] == "jdbc_table_join" for q in tables)),
                   stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,

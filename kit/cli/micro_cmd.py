@@ -31,8 +31,10 @@ def register(sub, name: str, help_text: str) -> None:
                         "backlog thresholds q^a/q^b, a confirming run at 90%%) instead of one run at its rate")
     p.add_argument("--calibrate", action="store_true",
                    help="burst (adaptivity) workloads: find the maximum sustainable rate at constant load first, "
-                        "then run the burst with lambda = --lambda-fraction of it")
-    p.add_argument("--lambda-fraction", type=float, default=0.75, help="lambda as a share of capacity (default 0.75)")
+                        "then run the burst at the lambda where the engine used --lambda-fraction of the CPU "
+                        "(or that share of the rate found, if it fell behind first)")
+    p.add_argument("--lambda-fraction", type=float, default=0.75,
+                   help="lambda's share of the machine's CPU, or of capacity (default 0.75)")
     p.add_argument("--step-seconds", type=float, default=20.0, help="length of each search step's run (default 20)")
     p.add_argument("--max-steps", type=int, default=8, help="most runs per search, confirmation included (default 8)")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "

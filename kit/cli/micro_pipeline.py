@@ -81,6 +81,7 @@ class WorkloadResult:
     text: str                   # the per-query comparison, one line each
     adaptivity: dict | None = None   # the thesis 4.5.5 metrics, for adaptivity workloads
     lambda_eps: float | None = None  # the calibrated lambda of a burst workload (per stream)
+    lambda_rule: str = ""            # how it was chosen (kit.cli.sustainable.choose_lambda)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -102,6 +103,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     from datagen.micro import generate_micro
     from harness.config import DriverConfig
     from harness.engine_run import run_engine
+    from harness.postgres import jdbc_driver_jar
     from kit.cli.pairs_pipeline import engine_run_spec
     from kit.profiles import profile_from_dict
     from kit.workload import output_schema, write_spec
@@ -115,10 +117,12 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     overrides = (*req.overrides, *extra_overrides)
     cfg = load_config(req.config_path, overrides)
     wcfg = load_config(req.config_path, (*overrides, *workload.config_overrides()))
+    jdbc_jar = jdbc_driver_jar() if cfg.run.database_join == "jdbc" and _joins_database(workload) else None
     stage(f"{workload.name}: datagen ({workload.dataset.streams} stream(s), {workload.load.rate_eps:g} ev/s)")
     ds = generate_micro(wcfg.micro, wdir / "data", config_toml=wcfg.to_toml())
     spec_path = write_spec(workload, wdir / "workload.xml")
-    translation = MicroTranslation.from_files(spec_path, ds.directory, time_windows=cfg.run.time_windows)
+    translation = MicroTranslation.from_files(spec_path, ds.directory, time_windows=cfg.run.time_windows,
+                                              database_join=cfg.run.database_join)
     try:
         text = engine_module(cfg.run.engine).translate_micro(translation)
     except CepkitError as e:     # a kind this engine cannot run yet: say so, go on with the suite
@@ -137,6 +141,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
                            {q.id: output_schema(q).arrow_schema() for q in workload.queries},
                            max(1000, int(cfg.run.max_backlog_s * mean_eps)))
     with _database(workload, ds.directory, wdir, stage) as env:
+        if jdbc_jar is not None:
+            spec = dataclasses.replace(spec, spark_conf=(*spec.spark_conf, ("spark.jars", str(jdbc_jar))))
         result = run_engine(dataclasses.replace(spec, env=env),
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
     # The sink's latency histogram covers every row; validation recomputes it from the log.
@@ -161,6 +167,10 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         mean_cpu_percent=result.mean_cpu_percent, text=text, adaptivity=adaptivity)
 
 
+def _joins_database(workload: Workload) -> bool:
+    return any(isinstance(q, TableJoin) and q.storage == "database" for q in workload.queries)
+
+
 @contextlib.contextmanager
 def _database(workload: Workload, data: Path, wdir: Path, stage: Stage):
     """For J3: a private PostgreSQL holding the dataset's table while the engine runs; yields the
@@ -168,7 +178,7 @@ def _database(workload: Workload, data: Path, wdir: Path, stage: Stage):
     from harness.postgres import PostgresServer
     from translators.spark_micro import table_of
 
-    if not any(isinstance(q, TableJoin) and q.storage == "database" for q in workload.queries):
+    if not _joins_database(workload):
         yield ()
         return
     table = table_of(data)
@@ -177,7 +187,7 @@ def _database(workload: Workload, data: Path, wdir: Path, stage: Stage):
     with PostgresServer(wdir / "postgres") as pg:
         rows = pg.load_table(table)
         stage(f"{workload.name}: PostgreSQL on {pg.host}:{pg.port} holds the table ({rows:,} rows)")
-        yield (("CEPKIT_PG_DSN", pg.dsn),)
+        yield (("CEPKIT_PG_DSN", pg.dsn), ("CEPKIT_PG_JDBC_URL", pg.jdbc_url))
 
 
 def _on_the_clock(on_progress, duration_ms: int):
@@ -193,10 +203,13 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on
                     search=None, calibrate=None, lambda_fraction: float = 0.75) -> list:
     """Fixed-rate runs at each workload's own load; with `search` (a kit.cli.sustainable.SearchConfig)
     a maximum-sustainable-throughput search per workload instead. With `calibrate` (a SearchConfig),
-    a burst (adaptivity-profile) workload first gets a search at constant load and then runs with
-    lambda = `lambda_fraction` x the rate found (thesis 4.5.5 runs at a lambda near 75 % of capacity).
+    a burst (adaptivity-profile) workload first gets a search at constant load and then runs at the
+    lambda where the engine used `lambda_fraction` of the machine's CPU during that search, or
+    `lambda_fraction` x the rate found if it fell behind first (thesis 4.5.5; choose_lambda).
     Returns the WorkloadResults or the SearchResults, in workload order."""
-    from kit.cli.sustainable import calibrated, find_sustainable_rate
+    import psutil
+
+    from kit.cli.sustainable import calibrated, choose_lambda, find_sustainable_rate
     from kit.workload import write_spec
 
     run = Path(req.run_dir)
@@ -212,16 +225,17 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on
         if search is not None:
             results.append(find_sustainable_rate(step, w, run / w.name, search, stage))
         elif calibrate is not None and w.load.profile == "adaptivity":
-            found = find_sustainable_rate(step, w, run / w.name / "calibration", calibrate, stage).sustainable_eps
-            if found is None:
+            found = find_sustainable_rate(step, w, run / w.name / "calibration", calibrate, stage)
+            choice = choose_lambda(found, lambda_fraction, 100.0 * (psutil.cpu_count() or 1))
+            if choice is None:
                 results.append(WorkloadResult(w.name, {p.name: p.value for p in w.params}, len(w.queries),
                                               "not calibrated", "no sustainable rate was confirmed", "NOT VALIDATED",
                                               None, None, 0, None, None, None, None, ""))
             else:
-                burst = calibrated(w, found, lambda_fraction)
-                stage(f"{w.name}: lambda = {lambda_fraction:g} x {found:,.0f} = {burst.load.rate_eps:,.0f} ev/s")
+                burst = calibrated(w, choice.lambda_eps)
+                stage(f"{w.name}: lambda = {choice.lambda_eps:,.0f} ev/s ({choice.note})")
                 results.append(dataclasses.replace(run_workload(req, burst, run / w.name, stage, on_progress),
-                                                   lambda_eps=burst.load.rate_eps))
+                                                   lambda_eps=choice.lambda_eps, lambda_rule=choice.note))
         else:
             results.append(run_workload(req, w, run / w.name, stage, on_progress))
         write_summary(req.suite, results, run)       # after every workload: a crash keeps what is done
@@ -315,4 +329,6 @@ def summary_table(results: list[WorkloadResult]) -> str:
                      f"{r.outputs:,} | {_fmt(r.p50_ms, ',')} | {_fmt(r.p99_ms, ',')} | "
                      f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | {r.status} | "
                      f"{r.verdict} |")
-    return "\n".join(lines)
+    notes = [f"- {r.workload}: lambda {r.lambda_eps:,.0f} ev/s per stream ({r.lambda_rule})"
+             for r in results if r.lambda_eps is not None]
+    return "\n".join(lines + ([""] + notes if notes else []))

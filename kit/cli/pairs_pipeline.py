@@ -110,7 +110,8 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver, output_sc
 
     return EngineRunSpec(
         program=program, run_dir=run_dir, driver=driver, master=cfg.run.master,
-        spark_conf=tuple(tuple(item.split("=", 1)) for item in cfg.run.spark_conf),
+        spark_conf=(("spark.driver.memory", cfg.run.driver_memory),
+                    *(tuple(item.split("=", 1)) for item in cfg.run.spark_conf)),     # the user's come last
         shuffle_partitions=cfg.run.shuffle_partitions, source_partitions=cfg.run.source_partitions,
         trigger_ms=cfg.run.trigger_ms, output_format=cfg.run.output_format, output_schemas=output_schemas,
         backlog_limit_events=backlog_limit, backlog_grace_s=cfg.run.backlog_grace_s,

@@ -46,6 +46,8 @@ class SearchConfig:
     precision: float = 1.15
     growth: float = 2.0             # rate factor per exploring step
     start_rate_eps: float | None = None     # None: the workload's own rate
+    # Per workload (by name): where an earlier search ended, so a rerun spends its steps near it.
+    start_rates: tuple[tuple[str, float], ...] = ()
     max_steps: int = 8
     confirm_fraction: float = 0.9
     validate_steps: bool = True
@@ -58,6 +60,8 @@ class SearchConfig:
             raise CepkitError(f"search: qa_s ({self.qa_s}) must not exceed qb_s ({self.qb_s})")
         if not 0 < self.tail_fraction <= 1 or not 0 < self.confirm_fraction <= 1:
             raise CepkitError("search: tail_fraction and confirm_fraction must be in (0, 1]")
+        if any(not rate > 0 for _, rate in self.start_rates):
+            raise CepkitError(f"search: start rates must be > 0, got {dict(self.start_rates)}")
         if not self.precision > 1 or not self.growth > 1 or self.max_steps < 2:
             raise CepkitError("search: precision and growth must be > 1 and max_steps >= 2")
 
@@ -156,7 +160,8 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         return step
 
     lo, hi = None, None             # highest sustainable, lowest unsustainable
-    rate = min(max(cfg.start_rate_eps or workload.load.rate_eps, cfg.min_rate_eps), cfg.max_rate_eps)
+    start = dict(cfg.start_rates).get(workload.name) or cfg.start_rate_eps or workload.load.rate_eps
+    rate = min(max(start, cfg.min_rate_eps), cfg.max_rate_eps)
     while len(steps) < cfg.max_steps - 1:
         if lo is not None and hi is not None:
             if hi / lo <= cfg.precision:
@@ -194,14 +199,54 @@ def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
     return result
 
 
-def calibrated(workload: Workload, sustainable_eps: float, fraction: float = 0.75) -> Workload:
-    """A burst workload (adaptivity profile) with lambda = `fraction` x the sustainable rate found at
-    constant load. The thesis sets lambda where the engine uses ~75 % of its CPU; a micro-batch
-    engine's CPU is busy in bursts at any rate, so the share of its measured capacity is the
-    control variable used here (specs/SEMANTICS.md, adaptivity)."""
+@dataclass(frozen=True)
+class LambdaChoice:
+    """The lambda of an adaptivity run and how it was chosen (`rule`: "cpu" or "capacity")."""
+
+    lambda_eps: float
+    rule: str
+    note: str
+
+
+def choose_lambda(result: SearchResult, fraction: float = 0.75, cpu_capacity_percent: float = 200.0
+                  ) -> LambdaChoice | None:
+    """Thesis 4.5.5: lambda is the rate at which the engine uses `fraction` of the machine's CPU
+    (`cpu_capacity_percent`: 100 per core). It is read off the search's sustainable steps, whose
+    mean CPU (whole process tree, per-core percent) is interpolated linearly in the rate; never
+    above the sustainable rate. An engine that falls behind before it reaches that CPU share is
+    bound by something else (for a micro-batch engine: batch scheduling and the Python hand-offs),
+    and lambda is then `fraction` x its sustainable rate instead (specs/SEMANTICS.md, adaptivity).
+    None when the search found no sustainable rate."""
+    if not 0 < fraction <= 1 or not cpu_capacity_percent > 0:
+        raise CepkitError(f"calibration: need 0 < fraction <= 1 and a positive CPU capacity, got {fraction}, "
+                          f"{cpu_capacity_percent}")
+    if result.sustainable_eps is None:
+        return None
+    target = fraction * cpu_capacity_percent
+    points = sorted((s.rate_eps, s.mean_cpu_percent) for s in result.steps
+                    if s.sustainable and s.mean_cpu_percent is not None and s.rate_eps <= result.sustainable_eps)
+    fallback = fraction * result.sustainable_eps
+    if not points or points[-1][1] < target:
+        most = max((c for _, c in points), default=None)
+        used = "no CPU figures" if most is None else f"at most {most:.0f} % CPU"
+        return LambdaChoice(round(fallback, 1), "capacity",
+                            f"{used} of {cpu_capacity_percent:.0f} % while sustainable, below the {target:.0f} % "
+                            f"target: lambda = {fraction:g} x the sustainable {result.sustainable_eps:,.0f} ev/s")
+    prev_rate, prev_cpu = 0.0, 0.0      # no load, no CPU: the line through the origin below the first step
+    for rate, cpu in points:
+        if cpu >= target:
+            lam = prev_rate + (rate - prev_rate) * (target - prev_cpu) / max(cpu - prev_cpu, 1e-9)
+            break
+        prev_rate, prev_cpu = rate, cpu
+    lam = min(lam, result.sustainable_eps)
+    return LambdaChoice(round(lam, 1), "cpu", f"{target:.0f} % of {cpu_capacity_percent:.0f} % CPU at "
+                                              f"{lam:,.0f} ev/s, interpolated between the search's steps")
+
+
+def calibrated(workload: Workload, lambda_eps: float) -> Workload:
+    """A burst workload (adaptivity profile) with its lambda set (see choose_lambda)."""
     if workload.load.profile != "adaptivity":
         raise CepkitError(f"workload {workload.name}: only adaptivity-profile workloads are calibrated")
-    if not 0 < fraction <= 1 or not sustainable_eps > 0:
-        raise CepkitError(f"calibration: need 0 < fraction <= 1 and a positive rate, got {fraction}, {sustainable_eps}")
-    return dataclasses.replace(workload, load=Load("adaptivity", round(fraction * sustainable_eps, 1),
-                                                   workload.load.duration_ms))
+    if not lambda_eps > 0:
+        raise CepkitError(f"calibration: need a positive lambda, got {lambda_eps}")
+    return dataclasses.replace(workload, load=Load("adaptivity", round(lambda_eps, 1), workload.load.duration_ms))
