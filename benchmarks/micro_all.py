@@ -35,11 +35,12 @@ def _fmt(v, spec: str) -> str:
 
 
 def _start_rates(items: list[str]) -> dict[str, float] | None:
+    """{suite or workload name: rate}, "" for the default; None when an item does not parse."""
     rates = {"": 4000.0}
     for item in items:
-        suite, _, eps = item.rpartition("=")
+        name, _, eps = item.rpartition("=")
         try:
-            rates[suite] = float(eps)
+            rates[name] = float(eps)
         except ValueError:
             return None
     return rates
@@ -63,7 +64,7 @@ def main() -> int:
     args = ap.parse_args()
     starts = _start_rates(args.start_rate)
     if starts is None:
-        ap.error(f"--start-rate takes EPS or SUITE=EPS, got {args.start_rate}")
+        ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
     rows = []
     started = time.time()
     for name in args.suites.split(","):

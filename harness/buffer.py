@@ -6,7 +6,8 @@ below `released`. Released rows are never changed again, so a range served twice
 identically: that is what makes the engine's source replayable after a restart.
 
 Memory is bounded by `retain_bytes`: when a chunk is added and the retained chunks exceed it, the
-oldest fully released chunks are dropped (whole chunks; the chunk being released always stays).
+oldest fully released chunks are dropped (whole chunks; the chunk being released always stays),
+except chunks holding unread events among the last `keep_unread_events` released.
 Reading below the first retained offset raises `OffsetEvictedError`.
 
 `pulled` is the high-water mark of the offsets served; `released - pulled` is the backlog.
@@ -50,8 +51,9 @@ class Chunk:
 class ReleaseBuffer:
     """Released events by offset, shared by the release thread and the server's threads."""
 
-    def __init__(self, retain_bytes: int, total_events: int):
+    def __init__(self, retain_bytes: int, total_events: int, keep_unread_events: int = 0):
         self.retain_bytes = retain_bytes
+        self.keep_unread_events = keep_unread_events
         self.total_events = total_events
         self.cond = threading.Condition()
         self._chunks: list[Chunk] = []
@@ -71,8 +73,10 @@ class ReleaseBuffer:
             self._chunks.append(chunk)
             self._firsts.append(chunk.first)
             self.retained_bytes += chunk.nbytes
+            # Unread events among the last `keep_unread_events` released stay, whatever the budget.
+            evictable_to = max(self.pulled, self.released - self.keep_unread_events)
             while (len(self._chunks) > 1 and self.retained_bytes > self.retain_bytes
-                   and self._chunks[0].end <= self.released):
+                   and self._chunks[0].end <= evictable_to):
                 old = self._chunks.pop(0)
                 self._firsts.pop(0)
                 self.retained_bytes -= old.nbytes

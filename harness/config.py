@@ -40,6 +40,9 @@ class DriverConfig:
     - `hold=True`: serve (schema, stats) but release nothing until `begin` is called or requested.
     - `retain_bytes`: memory for released events kept for re-reading; the oldest whole chunks are
       dropped beyond it, and reads of dropped offsets fail.
+    - `keep_unread_events`: released events not yet pulled are never dropped while they are among
+      the last `keep_unread_events` released (the harness sets twice q^b: an engine further behind
+      is stopped as unsustainable, so it must not fail on an evicted read first).
     """
 
     dataset_dir: Path
@@ -57,6 +60,7 @@ class DriverConfig:
     chunk_rows: int = 65_536
     prefetch_chunks: int = 4
     retain_bytes: int = DEFAULT_RETAIN_BYTES
+    keep_unread_events: int = 0
     max_read_rows: int = 262_144           # cap on rows per read response
 
     def __post_init__(self) -> None:
@@ -87,6 +91,7 @@ class DriverConfig:
         _int_at_least("chunk_rows", self.chunk_rows, 1)
         _int_at_least("prefetch_chunks", self.prefetch_chunks, 1)
         _int_at_least("retain_bytes", self.retain_bytes, 0)
+        _int_at_least("keep_unread_events", self.keep_unread_events, 0)
         _int_at_least("max_read_rows", self.max_read_rows, 1)
         if not self.host:
             raise _bad("host", "must not be empty")

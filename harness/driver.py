@@ -73,7 +73,7 @@ class Driver:
         if cfg.start_wall_ms is not None:
             check_aligned(cfg.start_wall_ms, self.dataset.sim_start_ms, cfg.align_ms)
         self.clock = EpochClock()
-        self.buffer = ReleaseBuffer(cfg.retain_bytes, self.dataset.total_rows)
+        self.buffer = ReleaseBuffer(cfg.retain_bytes, self.dataset.total_rows, cfg.keep_unread_events)
         self.lateness = LatenessRecorder()
         self.run_start_wall_ms: int | None = None
         self._schema = self.dataset.out_schema

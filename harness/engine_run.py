@@ -340,7 +340,11 @@ class _Run:
         _write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, roll_rows=spec.roll_rows,
                                streams=spec.output_schemas)
-        self.driver = DriverProcess(dataclasses.replace(spec.driver, hold=True), python=spec.python)
+        # Events the engine has not read stay in the driver up to twice q^b: a run that far behind
+        # ends as unsustainable, not on a read of an evicted offset.
+        keep = max(spec.driver.keep_unread_events, 2 * (spec.backlog_limit_events or 0))
+        self.driver = DriverProcess(dataclasses.replace(spec.driver, hold=True, keep_unread_events=keep),
+                                    python=spec.python)
         self.client = self.driver.client()
         env = dict(os.environ)
         env.update(PYSPARK_PYTHON=spec.python, PYSPARK_DRIVER_PYTHON=spec.python, PYTHONUNBUFFERED="1")

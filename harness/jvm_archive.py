@@ -78,7 +78,7 @@ def driver_java_options(spark_conf: tuple[tuple[str, str], ...], python: str = s
 
 
 PRIMING_JOB = r'''
-import os, sys, tempfile, time
+import os, shutil, sys, tempfile, time
 os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 from pyspark.sql import SparkSession, functions as F
 spark = (SparkSession.builder.master("local[2]").appName("cepkit-class-archive")
@@ -92,14 +92,16 @@ spark.range(0, 100, 1, 2).mapInArrow(lambda it: it, "id long").toArrow()
 seen = []
 events = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
 counts = events.withColumn("k", F.col("value") % 7).groupBy("k").agg(F.count("*").alias("n"), F.max("value"))
+checkpoint = tempfile.mkdtemp(prefix="cepkit-cds-")
 query = (counts.writeStream.outputMode("update").trigger(processingTime="200 milliseconds")
-         .option("checkpointLocation", tempfile.mkdtemp(prefix="cepkit-cds-"))
+         .option("checkpointLocation", checkpoint)
          .foreachBatch(lambda df, i: seen.append(df.toArrow().num_rows)).start())
 deadline = time.time() + 60
 while len(seen) < 3 and time.time() < deadline:
     time.sleep(0.2)
 query.stop()
 spark.stop()
+shutil.rmtree(checkpoint, ignore_errors=True)
 '''
 
 

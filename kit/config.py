@@ -173,6 +173,8 @@ class MicroConfig:
 
 ENGINES = ("pyspark",)
 PLANS = ("shared", "per-strategy")
+# Microbenchmark plans (translators/spark_micro.py): Q3 on the stateful core or Spark's window();
+# J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
 TIME_WINDOW_PLANS = ("core", "native")
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 STAMPS = ("scheduled", "send")

@@ -304,6 +304,16 @@ def test_evicted_offsets_raise_a_clear_error(ticks):
         assert c.read(stats["retained_from"], total).num_rows == total - stats["retained_from"]
 
 
+def test_unread_events_within_keep_unread_events_are_never_evicted(ticks):
+    # The same tiny budget, but nothing has been read: the harness's q^b guard keeps it all.
+    cfg = DriverConfig(ticks, speed=50.0, chunk_rows=1000, retain_bytes=1, keep_unread_events=10**9, **FAST)
+    with Driver(cfg) as drv, DriverClient(port=drv.port) as c:
+        assert drv.wait_finished(10)
+        total = drv.dataset.total_rows
+        assert c.stats()["retained_from"] == 0
+        assert c.read(0, total).num_rows == total
+
+
 def test_stats_report_backlog_and_lateness(ticks):
     with Driver(DriverConfig(ticks, speed=50.0, **FAST)) as drv, DriverClient(port=drv.port) as c:
         assert drv.wait_finished(10)

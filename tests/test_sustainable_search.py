@@ -5,7 +5,6 @@ the same search in `cepkit micro --sustainable` and benchmarks/micro_all.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -162,12 +161,3 @@ def test_a_workloads_own_start_rate_comes_first(tmp_path):
     with pytest.raises(CepkitError, match="start rates"):
         SearchConfig(start_rates=(("w", 0.0),))
 
-
-def test_the_driver_keeps_twice_q_b_of_unread_events():
-    from harness.config import DEFAULT_RETAIN_BYTES
-    from kit.cli.micro_pipeline import retain_bytes
-
-    wide = dataclasses.replace(WORKLOAD, dataset=Dataset(streams=1, attributes=25, max_id=10))
-    # 524,288 ev/s for q^b = 10 s: 5.2 M events of 30 columns, about 2.5 GB (the n25 filter's high rates).
-    assert retain_bytes(wide, 5_242_880) == 2 * 5_242_880 * 8 * 30
-    assert retain_bytes(WORKLOAD, 1000) == DEFAULT_RETAIN_BYTES

@@ -14,15 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
+from kit.config import DATABASE_JOIN_PLANS, TIME_WINDOW_PLANS
 from kit.errors import CepkitError
 from kit.workload import Suite, Workload, read_spec
 from translators.micro_cores import core_source
 from translators.micro_literal import query_literal
 from translators.render import render
 
-TIME_WINDOW_PLANS = ("core", "native")
-# J3: per-batch key lookups through psycopg, or Spark's own JDBC source re-reading the table.
-DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 # query kind -> (core file, class), for the kinds that need a stateful operator
 STATEFUL_CORES = {
     "count_window": ("count_window", "CountWindowCore"),
@@ -140,14 +138,15 @@ def translate_micro(req: MicroTranslation) -> str:
     db_tables = [q for q in literals if q["kind"] == "table_join" and q["storage"] == "database"]
     tables = [q for q in literals if q["kind"] == "jdbc_table_join"
               or (q["kind"] == "table_join" and q["storage"] == "memory")]
+    jdbc = any(q["kind"] == "jdbc_table_join" for q in tables)
     cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals,
                   filters=[q for q in literals if q["kind"] in ("filter", "native_time_window")],
                   tables=tables, memory_tables=any(q["storage"] == "memory" for q in tables),
-                  jdbc_tables=any(q["kind"] == "jdbc_table_join" for q in tables), db_tables=db_tables,
+                  jdbc_tables=jdbc, db_tables=db_tables,
                   natives=[q for q in literals if q["kind"] == "native_time_window"],
-                  imports=_imports(bool(kinds), bool(db_tables), any(q["kind"] == "jdbc_table_join" for q in tables)),
+                  imports=_imports(bool(kinds), bool(db_tables), jdbc),
                   stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,

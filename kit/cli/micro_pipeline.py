@@ -87,16 +87,6 @@ class WorkloadResult:
         return dataclasses.asdict(self)
 
 
-def retain_bytes(workload: Workload, backlog_limit_events: int) -> int:
-    """The driver's buffer of released events: at least twice q^b's worth (released events the
-    engine has not read yet must still be there when it does; past q^b the run is stopped as
-    unsustainable anyway), at 8 bytes per column plus the driver's own offset, due time and TS."""
-    from harness.config import DEFAULT_RETAIN_BYTES
-
-    per_event = 8 * (workload.dataset.attributes + 2 + 3)
-    return max(DEFAULT_RETAIN_BYTES, 2 * backlog_limit_events * per_event)
-
-
 def align_ms(workload: Workload) -> int:
     """The driver's start alignment: the rebased TS must keep every time window's boundaries
     (specs/SEMANTICS.md section 1), so a multiple of every slideMs; whole seconds otherwise."""
@@ -147,13 +137,12 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     mean_eps = ds.total_rows / max(duration_s, 1e-9)
     backlog_limit = max(1000, int(cfg.run.max_backlog_s * mean_eps))
     driver = DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
-                          align_ms=align_ms(workload), hold=True,
-                          retain_bytes=retain_bytes(workload, backlog_limit))
+                          align_ms=align_ms(workload), hold=True)
     spec = engine_run_spec(cfg, program, wdir / "engine", driver,
                            {q.id: output_schema(q).arrow_schema() for q in workload.queries}, backlog_limit)
+    if jdbc_jar is not None:
+        spec = dataclasses.replace(spec, spark_conf=(*spec.spark_conf, ("spark.jars", str(jdbc_jar))))
     with _database(workload, ds.directory, wdir, stage) as env:
-        if jdbc_jar is not None:
-            spec = dataclasses.replace(spec, spark_conf=(*spec.spark_conf, ("spark.jars", str(jdbc_jar))))
         result = run_engine(dataclasses.replace(spec, env=env),
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
     # The sink's latency histogram covers every row; validation recomputes it from the log.
