@@ -57,7 +57,7 @@ def _bad(name: str, message: str) -> CepkitError:
 @dataclass(frozen=True)
 class EngineRunSpec:
     """One run of one engine program. `driver.hold` is forced on: the driver begins releasing
-    once the program's query is up. `output_schemas` lists the output streams the run must
+    once the program's query is up; and the driver keeps unread events up to twice q^b. `output_schemas` lists the output streams the run must
     deliver (an empty one still gets a file); values are pyarrow schemas or kit.records schemas.
     `backlog_limit_events` is q^b: the run stops as "unsustainable" once the driver's backlog has
     stayed above it for `backlog_grace_s`."""
@@ -107,6 +107,11 @@ class EngineRunSpec:
         if self.backlog_limit_events is not None and (isinstance(self.backlog_limit_events, bool) or not isinstance(
                 self.backlog_limit_events, int) or self.backlog_limit_events < 0):
             raise _bad("backlog_limit_events", f"must be an integer >= 0 or None, got {self.backlog_limit_events!r}")
+        # Events the engine has not read stay in the driver up to twice q^b: a run that far behind
+        # ends as unsustainable, not on a read of an evicted offset. Kept in the spec, so that
+        # run.json shows the driver settings actually used.
+        keep = max(self.driver.keep_unread_events, 2 * (self.backlog_limit_events or 0))
+        object.__setattr__(self, "driver", dataclasses.replace(self.driver, hold=True, keep_unread_events=keep))
         for name in ("backlog_grace_s", "startup_timeout_s", "drain_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -340,11 +345,7 @@ class _Run:
         _write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, roll_rows=spec.roll_rows,
                                streams=spec.output_schemas)
-        # Events the engine has not read stay in the driver up to twice q^b: a run that far behind
-        # ends as unsustainable, not on a read of an evicted offset.
-        keep = max(spec.driver.keep_unread_events, 2 * (spec.backlog_limit_events or 0))
-        self.driver = DriverProcess(dataclasses.replace(spec.driver, hold=True, keep_unread_events=keep),
-                                    python=spec.python)
+        self.driver = DriverProcess(spec.driver, python=spec.python)
         self.client = self.driver.client()
         env = dict(os.environ)
         env.update(PYSPARK_PYTHON=spec.python, PYSPARK_DRIVER_PYTHON=spec.python, PYTHONUNBUFFERED="1")

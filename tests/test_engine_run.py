@@ -109,6 +109,8 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     assert (resources["rss_bytes"] >= resources["jvm_rss_bytes"] + resources["python_rss_bytes"]).all()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "completed" and run["events"]["pulled"] == n
+    assert run["spec"]["driver"]["hold"] is True
+    assert run["spec"]["driver"]["keep_unread_events"] == 2 * (run["spec"]["backlog_limit_events"] or 0)
     assert run["engine"]["finished"]["end_offset"] == n
     # The JVM maps the class archive when scripts/setup.sh built one, and the run says so.
     archive = archive_path(sys.executable)
