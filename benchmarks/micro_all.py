@@ -7,9 +7,14 @@ at 90 % of the found rate, validated. Prints one table: suite, workload, paramet
 sustainable throughput (events/s, all streams), p50/p99 event-time latency and peak RSS of the
 best sustainable step. Every step's run directory stays under --runs.
 
+`--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
+way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
+native) to show what it costs against the core plan, `jdbc` the J3 workloads through Spark's JDBC
+source (run.database_join = jdbc) instead of per-batch psycopg lookups.
+
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
-           [--precision 1.4]
+           [--precision 1.4] [--variants native-window,jdbc]
            [--runs runs/micro-all] [--set KEY=VALUE ...]
 """
 
@@ -27,11 +32,25 @@ from kit.cli.micro_cmd import SUITE_NAMES  # noqa: E402
 from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite  # noqa: E402
 from kit.cli.sustainable import SearchConfig  # noqa: E402
 from kit.paths import SPECS_DIR, fresh_path  # noqa: E402
-from kit.workload import read_suite  # noqa: E402
+from kit.workload import TableJoin, TimeWindowAggregation, read_suite  # noqa: E402
+
+# name: (suite, settings, which of its workloads)
+VARIANTS = {
+    "native-window": ("time-windows", ('run.time_windows="native"',),
+                      lambda w: any(isinstance(q, TimeWindowAggregation) for q in w.queries)),
+    "jdbc": ("joins", ('run.database_join="jdbc"',),
+             lambda w: any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries)),
+}
 
 
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
+
+
+def _query_kinds(workload) -> str:
+    """The thesis' query names of a workload, e.g. "Q5 x16" for 16 window joins."""
+    kinds = [q.thesis_name for q in workload.queries]
+    return ", ".join(k if kinds.count(k) == 1 else f"{k} x{kinds.count(k)}" for k in dict.fromkeys(kinds))
 
 
 def _start_rates(items: list[str]) -> dict[str, float] | None:
@@ -61,39 +80,49 @@ def main() -> int:
     ap.add_argument("--precision", type=float, default=1.4, help="stop bisecting when hi/lo is below this")
     ap.add_argument("--runs", default="runs/micro-all")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"alternative plans to add rows for ({', '.join(VARIANTS)}; '' for none)")
     args = ap.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    if any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants takes names from {', '.join(VARIANTS)}, got {args.variants!r}")
     starts = _start_rates(args.start_rate)
     if starts is None:
         ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
-    rows = []
-    started = time.time()
-    for name in args.suites.split(","):
+    head = ("suite", "workload", "query", "parameters", "max sustainable ev/s", "lowest failing ev/s",
+            "confirmed", "p50 ms", "p99 ms", "peak RSS MiB", "steps")
+    # Rows are printed as each suite finishes, so a long run shows its table as it goes.
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head), flush=True)
+    count, started = 0, time.time()
+    passes = [(name, name, (), lambda w: True) for name in args.suites.split(",")]
+    passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
+    for label, name, settings, wanted in passes:
         suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
-        keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)])
+        keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)] if wanted(w))
+        if not keep:
+            continue
         search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
                               start_rate_eps=starts.get(name, starts[""]), growth=args.growth,
                               start_rates=tuple((w, r) for w, r in starts.items() if w in keep),
                               precision=args.precision, validate_steps=False)
-        req = MicroSuiteRequest(None, tuple(args.overrides), suite, fresh_path(Path(args.runs), name), keep)
+        req = MicroSuiteRequest(None, (*args.overrides, *settings), suite,
+                                fresh_path(Path(args.runs), label.replace(" (", "-").rstrip(")")), keep)
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)
         for w, r in zip(req.selected(), results):
             best = r.best_step()
             streams = len(w.dataset.stream_names)
             # Unconfirmed (the 90 % run fell behind): the best step's rate, marked "no".
             found = r.sustainable_eps if r.sustainable_eps is not None else (best.rate_eps if best else None)
-            rows.append((name, w.name, ", ".join(f"{p.name}={p.value}" for p in w.params),
-                         None if found is None else found * streams,
-                         None if r.lowest_failing_eps() is None else r.lowest_failing_eps() * streams, r.confirmed,
-                         best.p50_ms if best else None, best.p99_ms if best else None,
-                         best.peak_rss_mib if best else None, len(r.steps)))
-    head = ("suite", "workload", "parameters", "max sustainable ev/s", "lowest failing ev/s", "confirmed",
-            "p50 ms", "p99 ms", "peak RSS MiB", "steps")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for suite, wl, params, eps, fail, ok, p50, p99, rss, steps in rows:
-        print(f"| {suite} | {wl} | {params} | {_fmt(eps, ',.0f')} | {_fmt(fail, ',.0f')} | {'yes' if ok else 'no'} | "
-              f"{_fmt(p50, ',')} | {_fmt(p99, ',')} | {_fmt(rss, ',.0f')} | {steps} |")
-    print(f"\n{len(rows)} workloads in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
+            failing = r.lowest_failing_eps()
+            cells = (label, w.name, _query_kinds(w), ", ".join(f"{p.name}={p.value}" for p in w.params),
+                     _fmt(None if found is None else found * streams, ",.0f"),
+                     _fmt(None if failing is None else failing * streams, ",.0f"), "yes" if r.confirmed else "no",
+                     _fmt(best.p50_ms if best else None, ","), _fmt(best.p99_ms if best else None, ","),
+                     _fmt(best.peak_rss_mib if best else None, ",.0f"), str(len(r.steps)))
+            print("| " + " | ".join(cells) + " |", flush=True)
+            count += 1
+    print(f"\n{count} workloads in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
     return 0
 
 

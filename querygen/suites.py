@@ -174,7 +174,7 @@ def scalability(quick: bool) -> list[Workload]:
     selectivity 1/N on S1.A1 so that all N queries together emit about one row per event.
     Similar: windows spread evenly over [400k, 500k] rows at a low rate, no predicate.
     """
-    counts = (1, 4) if quick else (1, 4, 16, 64)
+    counts = (1, 4, 16, 64)
     out = []
     rows, max_id = (100, 100) if quick else (1_000, 1_000)
     load = Load("constant", *((QUICK.rate_eps, QUICK.duration_ms) if quick else (FULL.rate_eps, FULL.duration_ms)))

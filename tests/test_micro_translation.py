@@ -61,6 +61,16 @@ def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_pa
     assert translated > 0
 
 
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_table_path_of_any_length_stays_a_tidy_program(engine, tmp_path):
+    w = next(w for w in read_suite(SPECS_DIR / "suites" / "joins-quick.xml").workloads
+             if any(isinstance(q, TableJoin) and q.storage == "memory" for q in w.queries))
+    table = tmp_path.joinpath(*["a-rather-long-directory-name-" + "x" * 20] * 6, "it's T.parquet")
+    text = engine_module(engine).translate_micro(MicroTranslation(w, table, "w.xml", "cd" * 32))
+    assert all(len(line) <= 120 for line in text.splitlines())
+    assert _import(write_program(text, tmp_path / "p" / "program.py")).TABLE_PATH == str(table)
+
+
 def test_conflicting_output_column_types_are_refused():
     a = Filter("a", "S1", ("ID",))
     b = CountWindowAggregation("b", "S1", 5, 1, (Aggregate("COUNT", None, "ID"),))

@@ -97,17 +97,30 @@ def test_wrong_key_field_is_missing_plus_undue():
     assert (r.correct, r.missing, r.undue, r.wrong) == (5, 1, 1, 0)
 
 
-def test_duplicate_keys_pair_in_order_of_occurrence():
+def test_rows_sharing_a_key_pair_in_order_of_their_values():
     exp = orders(("s", "BUY", "A", 10, 1, T0), ("s", "BUY", "A", 20, 1, T0))
-    eng = orders(("s", "BUY", "A", 10, 1, T0), ("s", "BUY", "A", 21, 1, T0), ("s", "BUY", "A", 30, 1, T0))
+    eng = orders(("s", "BUY", "A", 21, 1, T0), ("s", "BUY", "A", 30, 1, T0), ("s", "BUY", "A", 10, 1, T0))
     r = compare_stream(exp, eng, MARKET_ORDER)
-    # 1st with 1st (10 = 10), 2nd with 2nd (20 vs 21), the engine's 3rd has no partner.
+    # Sorted by price on each side: 10 with 10, 20 with 21 (wrong), the engine's 30 has no partner.
     assert (r.correct, r.wrong, r.missing, r.undue) == (1, 1, 0, 1)
     assert r.incorrect[["outcome", "expected.price", "engine.price"]].values.tolist() == [
         ["wrong", 20, 21], ["undue", None, 30]]
-    # Same rows, other order: occurrence order decides the pairing, so both pairs differ.
+    # The engine's order of rows sharing a key does not matter (a shuffle may reorder them).
     swapped = compare_stream(exp, exp.iloc[::-1].reset_index(drop=True), MARKET_ORDER)
-    assert (swapped.correct, swapped.wrong) == (0, 2)
+    assert (swapped.correct, swapped.wrong) == (2, 0)
+
+
+def test_rows_sharing_a_key_sort_on_every_compared_field_then_on_position():
+    # Same price, sizes differ: the second compared field orders them; NaN doubles sort last.
+    exp = orders(("s", "BUY", "A", 10, 2, T0), ("s", "BUY", "A", 10, 1, T0))
+    eng = orders(("s", "BUY", "A", 10, 1, T0), ("s", "BUY", "A", 10, 3, T0))
+    r = compare_stream(exp, eng, MARKET_ORDER)
+    assert (r.correct, r.wrong) == (1, 1)
+    assert r.incorrect[["expected.size", "engine.size"]].values.tolist() == [[2, 3]]
+    schema = RecordSchema("Q", (Field("ID", "int"), Field("v", "double"), Field("triggerTS", "long")))
+    e = pd.DataFrame({"ID": [1, 1, 1], "v": [np.nan, 2.0, 1.0], "triggerTS": [T0] * 3})
+    g = pd.DataFrame({"ID": [1, 1, 1], "v": [1.0, np.nan, 2.0 + 1e-12], "triggerTS": [T0] * 3})
+    assert compare_stream(e, g, schema).passed
 
 
 def test_double_tolerance_edges():

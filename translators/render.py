@@ -21,7 +21,23 @@ def _env() -> jinja2.Environment:
     env.filters["repr"] = repr
     # Literals too long for one line (query dicts) are wrapped the way a person would.
     env.filters["pformat"] = lambda v, width=110: pprint.pformat(v, width=width, sort_dicts=False)
+    env.filters["wrapstr"] = wrap_str
     return env
+
+
+def wrap_str(text: str, indent: int = 4, width: int = 100) -> str:
+    """A string literal, split into adjacent literals of at most `width` characters inside
+    parentheses when it is longer (paths in generated programs can be any length)."""
+    if len(repr(text)) <= width:
+        return repr(text)
+    chunks, cur = [], ""
+    for ch in text:
+        if cur and len(repr(cur + ch)) > width:
+            chunks.append(repr(cur))
+            cur = ""
+        cur += ch
+    chunks.append(repr(cur))
+    return "(" + ("\n" + " " * indent).join(chunks) + ")"
 
 
 def render(template: str, **context) -> str:

@@ -1,7 +1,9 @@
 """Comparing an engine's rows of one output stream with the expected rows (thesis B.5).
 
 Rows are matched on key columns (exact equality) and, where several rows share a key, in order of
-occurrence: the k-th expected row with a key pairs with the k-th engine row with that key. A
+their compared fields: each side's rows with that key are sorted by the compared fields and the
+k-th expected row pairs with the k-th engine row. The order in which an engine emits rows that
+share a key carries no meaning (Spark's joins shuffle a batch's rows), so it must not decide. A
 matched pair is *correct* when every compared field agrees (doubles within `Tolerance`, everything
 else exactly, null equals null), else *wrong*; an expected row without a partner is *missing* and an
 engine row without one is *undue* (Figure B.3). A stream passes only when there is nothing missing,
@@ -141,8 +143,8 @@ def compare_stream(expected: pd.DataFrame, engine: pd.DataFrame, schema: RecordS
         if absent:
             raise CepkitError(f"stream {schema.name}: the {side} rows have no column {absent[0]!r}")
 
-    exp_key, eng_key = _row_keys(expected, engine, keys)
-    # Unique per side by construction (key code, occurrence number), so a hash lookup pairs them.
+    exp_key, eng_key = _row_keys(expected, engine, keys, _tie_break(expected, engine, schema, fields))
+    # Unique per side by construction (key code, rank within the key), so a hash lookup pairs them.
     eng_pos_of = pd.Index(eng_key).get_indexer(exp_key)
     matched = eng_pos_of >= 0
     exp_idx = np.flatnonzero(matched)
@@ -191,8 +193,28 @@ def _numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(s.dtype, pd.CategoricalDtype)
 
 
-def _row_keys(expected: pd.DataFrame, engine: pd.DataFrame, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """One int64 per row: (key code, occurrence number of that key on its side), jointly coded."""
+def _tie_break(expected: pd.DataFrame, engine: pd.DataFrame, schema: RecordSchema,
+               fields: Sequence[str]) -> list[np.ndarray]:
+    """Sort columns over both sides (expected rows first) that order rows sharing a key: doubles
+    and integers by value (NaN last), strings by a code shared by both sides, so equal rows sort
+    alike."""
+    columns = []
+    for f in fields:
+        if schema.field(f).type == "double":
+            columns.append(np.concatenate([_floats(expected[f]), _floats(engine[f])]))
+        elif _numeric(expected[f]) and _numeric(engine[f]):
+            both = pd.concat([expected[f], engine[f]], ignore_index=True)
+            columns.append(pd.factorize(both, sort=True, use_na_sentinel=True)[0])
+        else:
+            ca, cb = _joint_codes(expected[f].reset_index(drop=True), engine[f].reset_index(drop=True))
+            columns.append(np.concatenate([ca, cb]))
+    return columns
+
+
+def _row_keys(expected: pd.DataFrame, engine: pd.DataFrame, keys: tuple[str, ...],
+              tie_break: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 per row: (key code, rank of the row among its side's rows with that key, by
+    `tie_break` then occurrence), jointly coded."""
     n = len(expected)
     code = np.zeros(n + len(engine), dtype=np.int64)
     for k in keys:
@@ -203,17 +225,20 @@ def _row_keys(expected: pd.DataFrame, engine: pd.DataFrame, keys: tuple[str, ...
         else:
             # Re-factorize after each column so the combined code stays below the row count.
             code = pd.factorize(code * (int(part.max(initial=0)) + 1) + part)[0].astype(np.int64)
-    occ = np.concatenate([_occurrence(code[:n]), _occurrence(code[n:])])
+    occ = np.concatenate([_occurrence(code[:n], [c[:n] for c in tie_break]),
+                          _occurrence(code[n:], [c[n:] for c in tie_break])])
     width = int(occ.max(initial=0)) + 1
     full = code * width + occ
     return full[:n], full[n:]
 
 
-def _occurrence(code: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows have the same code (0 for the first)."""
+def _occurrence(code: np.ndarray, tie_break: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """For each row, how many rows with the same code come before it when rows are ordered by the
+    `tie_break` columns, then by position (0 for the first)."""
     if not len(code):
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(code, kind="stable")
+    # lexsort is stable and its last key is the primary one.
+    order = np.lexsort((*reversed(tie_break), code)) if len(tie_break) else np.argsort(code, kind="stable")
     sorted_code = code[order]
     starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     group_start = np.repeat(starts, np.diff(np.r_[starts, len(code)]))

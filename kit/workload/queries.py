@@ -92,6 +92,12 @@ class _Query:
     """
 
     KIND: ClassVar[str]
+    THESIS: ClassVar[str]      # the thesis' name of the query kind (Table 4.1): Q1 ... Q7
+
+    @property
+    def thesis_name(self) -> str:
+        """Q1 ... Q7, with a table join named J2 (table in the engine) or J3 (in a database)."""
+        return self.THESIS
 
     def _check_outputs(self) -> None:
         names = [n for n, _ in self.output_fields()]
@@ -181,6 +187,7 @@ class Filter(_OneInput, _Selecting):
     """Q1: `SELECT select FROM input WHERE where` (all comparisons must hold)."""
 
     KIND: ClassVar[str] = "Filter"
+    THESIS: ClassVar[str] = "Q1"
     id: str
     input: str
     select: tuple[str, ...]
@@ -203,6 +210,7 @@ class CountWindowAggregation(_Aggregation):
     """Q2: `SELECT groupBy, f(A) FROM input [ROWS rows SLIDE slide] GROUP BY groupBy`."""
 
     KIND: ClassVar[str] = "CountWindowAggregation"
+    THESIS: ClassVar[str] = "Q2"
     id: str
     input: str
     rows: int
@@ -226,6 +234,7 @@ class TimeWindowAggregation(_TimeWindow):
     """Q3: `SELECT groupBy, f(A) FROM input [RANGE rangeMs SLIDE slideMs] GROUP BY groupBy`."""
 
     KIND: ClassVar[str] = "TimeWindowAggregation"
+    THESIS: ClassVar[str] = "Q3"
     id: str
     input: str
     range_ms: int
@@ -247,6 +256,7 @@ class TwoLevelAggregation(_TimeWindow):
     """
 
     KIND: ClassVar[str] = "TwoLevelAggregation"
+    THESIS: ClassVar[str] = "Q4"
     _FUNCTIONS: ClassVar[tuple[str, ...]] = PANE_FUNCTIONS
     id: str
     input: str
@@ -280,6 +290,7 @@ class WindowJoin(_Selecting):
     WHERE left.leftKey = right.rightKey AND where`; fields are qualified by stream name."""
 
     KIND: ClassVar[str] = "WindowJoin"
+    THESIS: ClassVar[str] = "Q5"
     id: str
     left: str
     right: str
@@ -318,6 +329,7 @@ class TableJoin(_OneInput, _Selecting):
     """
 
     KIND: ClassVar[str] = "TableJoin"
+    THESIS: ClassVar[str] = "Q6"
     id: str
     input: str
     table: str
@@ -334,6 +346,10 @@ class TableJoin(_OneInput, _Selecting):
         _check_select(self.select, qualified=True)
         _check_qualified_where(self.where)
         self._check_outputs()
+
+    @property
+    def thesis_name(self) -> str:
+        return "J3" if self.storage == "database" else "J2"
 
     def check_against(self, schema: Schema) -> None:
         stream_fields = self._fields_of(schema, self.input)
@@ -368,6 +384,7 @@ class Pattern(_Selecting):
     ALL first -> ONE second)."""
 
     KIND: ClassVar[str] = "Pattern"
+    THESIS: ClassVar[str] = "Q7"
     id: str
     first: PatternEvent
     second: PatternEvent

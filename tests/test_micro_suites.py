@@ -1,0 +1,71 @@
+"""The quick microbenchmark suites, as `cepkit micro --suite NAME --quick` runs them, on local Spark.
+
+In the default run, every query kind gets one workload of its quick suite (the first that uses it,
+`representatives()`), run on the engine and validated: 0 missing, 0 undue, 0 wrong for each query.
+J3 runs against a real PostgreSQL the harness starts. Whole suites, every workload, take about 20
+minutes on 2 cores, so they are marked slow (`pytest -m slow`).
+Both are parametrized over the translator registry, so a new engine is tested without new code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kit.cli.micro_cmd import SUITE_NAMES
+from kit.paths import SPECS_DIR
+from kit.workload import read_suite
+from translators.registry import ENGINES
+
+KIND_SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns")
+
+
+def representatives() -> list[tuple[str, str, str]]:
+    """(kind, suite, workload): the first quick workload of the kind suites that uses each kind."""
+    seen: dict[str, tuple[str, str, str]] = {}
+    for suite_name in KIND_SUITES:
+        for w in read_suite(SPECS_DIR / "suites" / f"{suite_name}-quick.xml").workloads:
+            for q in w.queries:
+                seen.setdefault(q.thesis_name, (q.thesis_name, suite_name, w.name))
+    return sorted(seen.values())
+
+
+def run_quick(engine: str, suite: str, workloads: tuple[str, ...], tmp_path) -> dict:
+    run_dir = tmp_path / "run"
+    picks = [arg for w in workloads for arg in ("--workload", w)]
+    proc = subprocess.run([sys.executable, "-m", "kit.cli", "micro", "--suite", suite, "--quick", *picks,
+                           "--set", f"run.engine={engine!r}", "--out", str(run_dir)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (run_dir / "report.html").stat().st_size > 10_000
+    return {"summary": summary, "run_dir": run_dir, "stderr": proc.stderr}
+
+
+def test_every_query_kind_has_a_quick_workload():
+    assert [k for k, _, _ in representatives()] == ["J2", "J3", "Q1", "Q2", "Q3", "Q4", "Q5", "Q7"]
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("kind, suite, workload", representatives(), ids=[k for k, _, _ in representatives()])
+def test_quick_workload_of_each_query_kind_matches_the_reference(engine, kind, suite, workload, tmp_path):
+    out = run_quick(engine, suite, (workload,), tmp_path)
+    (row,) = out["summary"]["workloads"]
+    assert (row["workload"], row["status"], row["verdict"]) == (workload, "completed", "PASSED")
+    validation = json.loads((out["run_dir"] / workload / "validation.json").read_text())
+    assert validation["queries"]
+    for q in validation["queries"]:
+        assert q["expected"] > 0, f"{q['query']}: the quick workload has no expected rows"
+        assert (q["missing"], q["undue"], q["wrong"]) == (0, 0, 0), q["query"]
+    if kind == "J3":
+        assert "PostgreSQL on 127.0.0.1" in out["stderr"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("suite", SUITE_NAMES)
+def test_quick_suite_passes_on_the_engine(engine, suite, tmp_path):
+    out = run_quick(engine, suite, (), tmp_path)
+    assert out["summary"]["workloads"] and all(w["verdict"] == "PASSED" for w in out["summary"]["workloads"])
