@@ -162,6 +162,10 @@ class EngineRunResult:
     latency_p50_ms: int | None
     latency_p99_ms: int | None
     duration_s: float
+    # Spark's stateful operators over all batches: the largest sum of their state-store memory
+    # (stateOperators.memoryUsedBytes) and of their state rows; None without stateful operators.
+    peak_state_bytes: int | None = None
+    peak_state_rows: int | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -206,6 +210,8 @@ class _Program:
         self.pid = self.proc.pid
         self.events: dict[str, dict] = {}
         self.progress: dict | None = None
+        self.peak_state_bytes: int | None = None
+        self.peak_state_rows: int | None = None
         self.started = threading.Event()
         self._known: dict[int, psutil.Process] = {}
         self._reader = threading.Thread(target=self._read, name="engine-stdout", daemon=True)
@@ -225,6 +231,8 @@ class _Program:
                 self._jsonl.flush()
                 if msg["event"] == "progress":
                     self.progress = msg
+                elif msg["event"] == "batch":
+                    self._note_state(msg.get("state"))
                 else:
                     self.events[msg["event"]] = msg
                 if msg["event"] == "started":
@@ -236,6 +244,14 @@ class _Program:
                 other.flush()
         if other:
             other.close()
+
+    def _note_state(self, operators) -> None:
+        if not isinstance(operators, list) or not operators:
+            return
+        total_bytes = sum(int(op.get("memoryUsedBytes") or 0) for op in operators if isinstance(op, dict))
+        total_rows = sum(int(op.get("numRowsTotal") or 0) for op in operators if isinstance(op, dict))
+        self.peak_state_bytes = max(self.peak_state_bytes or 0, total_bytes)
+        self.peak_state_rows = max(self.peak_state_rows or 0, total_rows)
 
     def refresh_tree(self) -> None:
         """Remember the program's descendants: orphaned ones can still be found and ended."""
@@ -526,7 +542,9 @@ class _Run:
             events_pulled=stats.get("pulled"), outputs=dict(sink["streams"]),
             peak_rss_bytes=self.sampler.peak_rss_bytes if self.sampler and self.sampler.samples else None,
             mean_cpu_percent=_round(self.sampler.run_mean_cpu_percent if self.sampler else None),
-            latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration)
+            latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration,
+            peak_state_bytes=self.program.peak_state_bytes if self.program else None,
+            peak_state_rows=self.program.peak_state_rows if self.program else None)
 
     def write_run_json(self, result: EngineRunResult) -> None:
         stats = self.final_stats or self.last_stats or {}
@@ -543,7 +561,8 @@ class _Run:
             "resources": {"peak_rss_bytes": result.peak_rss_bytes, "mean_cpu_percent": result.mean_cpu_percent,
                           "mean_cpu_percent_with_startup": _round(self.sampler.mean_cpu_percent if self.sampler
                                                                   else None),
-                          "samples": self.sampler.samples if self.sampler else 0},
+                          "samples": self.sampler.samples if self.sampler else 0,
+                          "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
             "latency": self.sink.stats()["latency"] if self.sink else None,
             "engine": {k: v for k, v in (program.events if program else {}).items()},
             "engine_exit_code": program.poll() if program else None,

@@ -164,10 +164,10 @@ def test_sustainable_numbers_and_missing_values(suite):
     _, html, _, _ = suite
     rows = {r[0]: r for r in table_rows(html, "points-table")}
     assert "<th class=\"n\">sustainable ev/s</th>" in html
-    assert rows["filter-sel-0.1"][6:] == ["41,234", "12", "48", "61.5", "1,500.0"]
+    assert rows["filter-sel-0.1"][6:] == ["41,234", "12", "48", "61.5", "1,500.0", "–"]
     assert rows["filter-sel-10"][6] == "12,346"
     # All-None points render with dashes everywhere a number goes.
-    assert rows["broken-a"][3:] == ["1", "failed", "NOT VALIDATED", "–", "–", "–", "–", "–"]
+    assert rows["broken-a"][3:] == ["1", "failed", "NOT VALIDATED", "–", "–", "–", "–", "–", "–"]
     single = {r[1]: r for r in table_rows(html, "single-table")}
     assert set(single) == {"tw-big", "adaptivity-sliding", "adaptivity-quiet", "adaptivity-gone"}
     assert single["tw-big"][3] == "777,777"
@@ -219,6 +219,22 @@ def test_fixed_rate_mode_charts_p99(tmp_path):
     rows = {r[0]: r for r in table_rows(html, "points-table")}
     assert rows["sel-0.05"][6:9] == ["10,000", "12", "1,234"] and rows["sel-0.5"][8] == "–"
     assert "Memory over time" not in html and 'id="adaptivity"' not in html
+
+
+def test_state_memory_gets_a_column_and_a_third_panel(tmp_path):
+    # Tables 4.3-4.4: Q3 keeps every window's events, Q4 only pane partials.
+    points = [point(f"{q}-{r}", "rate", {"query": q, "rate": r}, state_mib=mib, p99_ms=900)
+              for q, r, mib in (("Q3", "500", 3.25), ("Q3", "5000", 30.5), ("Q4", "500", 0.5), ("Q4", "5000", 0.75))]
+    points.append(point("stateless-a", "filter", {"s": "1"}))
+    points.append(point("stateless-b", "filter", {"s": "2"}))
+    html = write_suite_report("State", "fixed-rate", points, tmp_path).read_text(encoding="utf-8")
+    rows = {r[0]: r for r in table_rows(html, "points-table")}
+    assert rows["Q3-5000"][-1] == "30.50" and rows["Q4-500"][-1] == "0.50" and rows["stateless-a"][-1] == "–"
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, re.S)
+    assert ["state-store memory" in c for c in captions] == [True, False]
+    three, two = images(html)[:2]
+    # Same panel height: the figure with the state panel is half as tall again.
+    assert abs(three.shape[0] / two.shape[0] - 1.5) < 0.05
 
 
 def test_all_none_suite_renders_without_figures(tmp_path):

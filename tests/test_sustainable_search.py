@@ -38,7 +38,8 @@ def capacity_model(capacity_eps: float, calls: list):
             lines.append(f"{start + t * 1000},{int(rate * t)},{int(rate * t) - backlog},{backlog}")
         (engine / "metrics" / "backlog.csv").write_text("\n".join(lines) + "\n")
         return SimpleNamespace(status="completed", message="", verdict="PASSED" if validate else "NOT VALIDATED",
-                               p50_ms=100, p99_ms=200, peak_rss_mib=900.0, mean_cpu_percent=150.0)
+                               p50_ms=100, p99_ms=200, peak_rss_mib=900.0, mean_cpu_percent=150.0,
+                               state_mib=round(rate / 1000, 2))
 
     return run_step
 
@@ -60,6 +61,7 @@ def test_search_brackets_the_capacity_and_confirms_below_it(tmp_path):
     assert ups and all(16_000 < s.rate_eps < 32_000 for s in ups)
     logged = [json.loads(line) for line in (tmp_path / "s" / "search.jsonl").read_text().splitlines()]
     assert [r["rate_eps"] for r in logged] == rates and all("reason" in r for r in logged)
+    assert [r["state_mib"] for r in logged] == [round(r / 1000, 2) for r in rates]   # each step's own
     assert json.loads((tmp_path / "s" / "search.json").read_text())["sustainable_eps"] == result.sustainable_eps
 
 

@@ -7,7 +7,8 @@ page (figures are PNG data URIs; nothing else is written) in the look of the Pai
 - the points' table: params, queries, status, verdict, rate, p50/p99, CPU and peak RSS;
 - per experiment with two or more points, the metric against the swept factor (sustainable
   throughput in "sustainable" mode, Fig 4.3/4.5/4.11/4.15/4.18; p99 latency in "fixed-rate" mode)
-  over peak RSS (Tables 4.3-4.4); single-point experiments get a table row instead;
+  over peak RSS and, for stateful queries, the state store's peak memory (Tables 4.3-4.4);
+  single-point experiments get a table row instead;
 - per point with adaptivity metrics, the four 4.5.5 metrics and the latency scatter around the
   peak (Fig 4.17) from the point's output log;
 - the engine's memory over time, one small panel per point that has metrics/resources.csv.
@@ -65,6 +66,7 @@ class WorkloadPoint:
     adaptivity: AdaptivityMetrics | None = None
     engine_dir: Path | None = None
     profile: RateProfile | None = None
+    state_mib: float | None = None      # peak state-store memory of the stateful operators
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {str(k): str(v) for k, v in dict(self.params).items()})
@@ -114,7 +116,8 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
             single.append(pts[0])
         elif any(p.y(mode) is not None or _finite(p.peak_rss_mib) is not None for p in pts):
             axis = sweep_axis(pts)
-            experiments.append({"name": name, "axis": axis, "src": figure(plot_sweep, name, pts, axis, mode)})
+            experiments.append({"name": name, "axis": axis, "src": figure(plot_sweep, name, pts, axis, mode),
+                                "state": any(_finite(p.state_mib) is not None for p in pts)})
         else:
             notes.append(f"Experiment {name}: no point has a value to chart.")
     adaptivity = []
@@ -138,6 +141,7 @@ def _row(p: WorkloadPoint, mode: str) -> dict:
     rate = p.sustainable_eps if mode == "sustainable" else p.input_eps
     return {"p": p, "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "rate": _finite(rate),
             "y": p.y(mode), "rss": _finite(p.peak_rss_mib), "cpu": _finite(p.mean_cpu_percent),
+            "state": _finite(p.state_mib),
             "verdict_class": p.verdict.lower().replace(" ", "-")}
 
 
@@ -211,14 +215,20 @@ def _number(s: str) -> float | None:
 
 @plots._styled
 def plot_sweep(path: Path, experiment: str, points: Sequence[WorkloadPoint], axis: SweepAxis, mode: str) -> Path:
-    """The experiment's metric (top) and peak RSS (bottom) against the swept factor."""
-    fig, (ax_y, ax_mem) = plots._figure(rows=2, height_in=2.9)
+    """The experiment's metric (top), peak RSS and, when the queries keep state, the state store's
+    peak memory (Tables 4.3-4.4: Q3's per-window state against Q4's panes) against the swept factor."""
+    panels = [(lambda p: p.y(mode), "sustainable throughput" if mode == "sustainable" else "p99 latency",
+               "events/s (all streams)" if mode == "sustainable" else "p99 latency (ms)", "{x:,.0f}"),
+              (lambda p: _finite(p.peak_rss_mib), "peak memory", "peak RSS (MiB)", "{x:,.0f}")]
+    if any(_finite(p.state_mib) is not None for p in points):
+        panels.append((lambda p: _finite(p.state_mib), "state-store memory", "peak state (MiB)", "{x:,.1f}"))
+    fig, axes = plots._figure(rows=len(panels), height_in=2.9)
     lines: dict[str, list[WorkloadPoint]] = {}
     for p in sorted(points, key=axis.position):
         lines.setdefault(", ".join(f"{n}={_param(p, n)}" for n in axis.series) or experiment, []).append(p)
     # Categories have no order between them: markers only, no connecting line.
     style = {"ls": "none", "ms": 7} if axis.kind == "categorical" else {"lw": 1.2, "ms": 4}
-    for ax, value in ((ax_y, lambda p: p.y(mode)), (ax_mem, lambda p: _finite(p.peak_rss_mib))):
+    for ax, (value, title, unit, fmt) in zip(axes, panels):
         for i, (label, pts) in enumerate(lines.items()):
             xy = [(axis.position(p), value(p)) for p in pts if value(p) is not None]
             if xy:
@@ -231,14 +241,11 @@ def plot_sweep(path: Path, experiment: str, points: Sequence[WorkloadPoint], axi
         # The swept values themselves as ticks, written as in the suite (0.001, not 10^-3).
         ax.set_xticks(axis.ticks(), axis.labels)
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.yaxis.set_major_formatter(fmt)
         ax.set_ylim(bottom=0)
-    metric = "sustainable throughput" if mode == "sustainable" else "p99 latency"
-    plots._style_axes(ax_y, f"{experiment}: {metric} vs {axis.param}", axis.param,
-                      "events/s (all streams)" if mode == "sustainable" else "p99 latency (ms)")
-    plots._style_axes(ax_mem, f"{experiment}: peak memory vs {axis.param}", axis.param, "peak RSS (MiB)")
+        plots._style_axes(ax, f"{experiment}: {title} vs {axis.param}", axis.param, unit)
     if len(lines) > 1 or any(p.verdict == FAILED for p in points):
-        plots._legend_below(ax_mem)
+        plots._legend_below(axes[-1])
     return plots._save(fig, path)
 
 

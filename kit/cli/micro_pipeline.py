@@ -82,6 +82,7 @@ class WorkloadResult:
     adaptivity: dict | None = None   # the thesis 4.5.5 metrics, for adaptivity workloads
     lambda_eps: float | None = None  # the calibrated lambda of a burst workload (per stream)
     lambda_rule: str = ""            # how it was chosen (kit.cli.sustainable.choose_lambda)
+    state_mib: float | None = None   # peak state-store memory of Spark's stateful operators
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -164,7 +165,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         status=result.status, message=result.message, verdict=verdict, events=result.events_total,
         input_eps=round(mean_eps, 1), outputs=sum(result.outputs.values()), p50_ms=p50, p99_ms=p99,
         peak_rss_mib=None if result.peak_rss_bytes is None else round(result.peak_rss_bytes / 2**20, 1),
-        mean_cpu_percent=result.mean_cpu_percent, text=text, adaptivity=adaptivity)
+        mean_cpu_percent=result.mean_cpu_percent, text=text, adaptivity=adaptivity,
+        state_mib=None if result.peak_state_bytes is None else round(result.peak_state_bytes / 2**20, 2))
 
 
 def _joins_database(workload: Workload) -> bool:
@@ -271,7 +273,8 @@ def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
                 best.p99_ms if best else None, best.peak_rss_mib if best else None,
                 best.mean_cpu_percent if best else None, None,
                 None if r.sustainable_eps is None else r.sustainable_eps * streams, None,
-                step_dir / "engine" if step_dir else None, _profile_of(step_dir) if step_dir else None))
+                step_dir / "engine" if step_dir else None, _profile_of(step_dir) if step_dir else None,
+                best.state_mib if best else None))
         else:
             fields = {f.name for f in dataclasses.fields(AdaptivityMetrics)}
             adaptivity = AdaptivityMetrics(**{k: v for k, v in r.adaptivity.items() if k in fields}) \
@@ -280,7 +283,7 @@ def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
             points.append(WorkloadPoint(
                 w.name, w.experiment, params, r.queries, r.status, r.verdict, r.p50_ms, r.p99_ms, r.peak_rss_mib,
                 r.mean_cpu_percent, r.input_eps, None, adaptivity,
-                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir)))
+                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir), r.state_mib))
     title = f"Microbenchmark suite {suite.name}{' (quick)' if suite.quick else ''}"
     return write_suite_report(title, "sustainable" if searched else "fixed-rate", points, run)
 
@@ -300,18 +303,20 @@ def search_row(r) -> dict:
     best = r.best_step()
     return {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
             "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
-            "peak_rss_mib": best.peak_rss_mib if best else None, "verdicts": sorted({s.verdict for s in r.steps})}
+            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
+            "verdicts": sorted({s.verdict for s in r.steps})}
 
 
 def search_table(results: list) -> str:
     head = ("workload", "max sustainable ev/s", "confirmed", "steps", "p50 ms", "p99 ms", "peak RSS MiB",
-            "verdicts")
+            "state MiB", "verdicts")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         row = search_row(r)
         lines.append(f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
                      f"{row['steps']} | {_fmt(row['p50_ms'], ',')} | {_fmt(row['p99_ms'], ',')} | "
-                     f"{_fmt(row['peak_rss_mib'], ',.0f')} | {', '.join(row['verdicts'])} |")
+                     f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
+                     f"{', '.join(row['verdicts'])} |")
     return "\n".join(lines)
 
 
@@ -321,13 +326,14 @@ def _fmt(v, spec: str) -> str:
 
 def summary_table(results: list[WorkloadResult]) -> str:
     head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "p50 ms", "p99 ms", "CPU %",
-            "RSS MiB", "run", "verdict")
+            "RSS MiB", "state MiB", "run", "verdict")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
         lines.append(f"| {r.workload} | {params} | {r.queries} | {_fmt(r.events, ',')} | {_fmt(r.input_eps, ',.0f')} | "
                      f"{r.outputs:,} | {_fmt(r.p50_ms, ',')} | {_fmt(r.p99_ms, ',')} | "
-                     f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | {r.status} | "
+                     f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | "
+                     f"{_fmt(r.state_mib, ',.1f')} | {r.status} | "
                      f"{r.verdict} |")
     notes = [f"- {r.workload}: lambda {r.lambda_eps:,.0f} ev/s per stream ({r.lambda_rule})"
              for r in results if r.lambda_eps is not None]

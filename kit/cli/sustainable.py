@@ -82,6 +82,7 @@ class Step:
     peak_rss_mib: float | None
     mean_cpu_percent: float | None
     run_dir: str
+    state_mib: float | None = None  # peak state-store memory of Spark's stateful operators
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         else:
             ok, reason = True, f"steady-state backlog {tail:,} <= q^a = {qa:,} events"
         step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
-                    res.peak_rss_mib, res.mean_cpu_percent, str(step_dir))
+                    res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib)
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
