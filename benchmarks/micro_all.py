@@ -4,8 +4,8 @@ For each quick suite of specs/suites/ (or --suites), each workload (or the first
 each) gets the sustainable-throughput search of kit/cli/sustainable.py: fixed-rate runs, doubling
 then bisecting the rate, backlog thresholds q^a (steady state) and q^b (abort), a confirming run
 at 90 % of the found rate, validated. Prints one table: suite, workload, parameters, max
-sustainable throughput (events/s, all streams), p50/p99 event-time latency and peak RSS of the
-best sustainable step. Every step's run directory stays under --runs.
+sustainable throughput (events/s, all streams), p50/p99 event-time latency, peak RSS and peak
+state-store memory of the best sustainable step. Every step's run directory stays under --runs.
 
 `--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
 way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
@@ -90,7 +90,7 @@ def main() -> int:
     if starts is None:
         ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
     head = ("suite", "workload", "query", "parameters", "max sustainable ev/s", "lowest failing ev/s",
-            "confirmed", "p50 ms", "p99 ms", "peak RSS MiB", "steps")
+            "confirmed", "p50 ms", "p99 ms", "peak RSS MiB", "state MiB", "steps")
     # Rows are printed as each suite finishes, so a long run shows its table as it goes.
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
@@ -119,7 +119,8 @@ def main() -> int:
                      _fmt(None if found is None else found * streams, ",.0f"),
                      _fmt(None if failing is None else failing * streams, ",.0f"), "yes" if r.confirmed else "no",
                      _fmt(best.p50_ms if best else None, ","), _fmt(best.p99_ms if best else None, ","),
-                     _fmt(best.peak_rss_mib if best else None, ",.0f"), str(len(r.steps)))
+                     _fmt(best.peak_rss_mib if best else None, ",.0f"),
+                     _fmt(best.state_mib if best else None, ",.1f"), str(len(r.steps)))
             print("| " + " | ".join(cells) + " |", flush=True)
             count += 1
     print(f"\n{count} workloads in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
