@@ -12,7 +12,7 @@ way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (ru
 native) to show what it costs against the core plan, `jdbc` the J3 workloads through Spark's JDBC
 source (run.database_join = jdbc) instead of per-batch psycopg lookups.
 
-    .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N]
+    .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N] [--workloads W1,W2]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
            [--precision 1.4] [--variants native-window,jdbc]
            [--runs runs/micro-all] [--set KEY=VALUE ...]
@@ -69,6 +69,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suites", default=",".join(s for s in SUITE_NAMES if s != "adaptivity"))
     ap.add_argument("--per-suite", type=int, default=None, help="only the first N workloads of each suite")
+    ap.add_argument("--workloads", default="", help="only these workloads (comma-separated names)")
     ap.add_argument("--step-seconds", type=float, default=20.0)
     ap.add_argument("--max-steps", type=int, default=7)
     ap.add_argument("--max-rate", type=float, default=2_000_000.0)
@@ -99,7 +100,9 @@ def main() -> int:
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
     for label, name, settings, wanted in passes:
         suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
-        keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)] if wanted(w))
+        only = set(filter(None, args.workloads.split(",")))
+        keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)]
+                     if wanted(w) and (not only or w.name in only))
         if not keep:
             continue
         search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
