@@ -12,7 +12,7 @@ way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (ru
 native) to show what it costs against the core plan, `jdbc` the J3 workloads through Spark's JDBC
 source (run.database_join = jdbc) instead of per-batch psycopg lookups.
 
-    .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins] [--per-suite N] [--workloads W1,W2]
+    .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins ('' for none)] [--per-suite N] [--workloads W1,W2]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
            [--precision 1.4] [--variants native-window,jdbc]
            [--runs runs/micro-all] [--set KEY=VALUE ...]
@@ -96,7 +96,7 @@ def main() -> int:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
     count, started = 0, time.time()
-    passes = [(name, name, (), lambda w: True) for name in args.suites.split(",")]
+    passes = [(name, name, (), lambda w: True) for name in args.suites.split(",") if name]
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
     for label, name, settings, wanted in passes:
         suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
