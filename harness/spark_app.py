@@ -53,6 +53,12 @@ QUIET_S = 0.5
 STOP_WAIT_S = 10.0
 # How long "started" waits for the query's first offset request before announcing it anyway.
 READY_TIMEOUT_S = 60.0
+# A query that leaves released events unread this long with no Spark job running is stalled (seen
+# once in CI: the stream thread stopped after a batch and never asked for the next one); it is
+# restarted from its checkpoint, at most MAX_RESTARTS times. Real batches run jobs, so an
+# overloaded query is never mistaken for a stalled one.
+STALL_S = 30.0
+MAX_RESTARTS = 2
 
 BuildResult = tuple  # (DataFrame, {stream: [columns]})
 
@@ -318,7 +324,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
         return 2
 
-    spark = query = None
+    spark = query = restarter = None
     pause_file = os.path.join(tempfile.gettempdir(), f"cepkit-pause-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         spark = build_session(app_name, args.master, args.shuffle_partitions, spark_conf, overrides)
@@ -333,20 +339,26 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         sink = SinkClient(sink_host, sink_port)
         batches = _Batches(sink, streams)
         warm_up(spark)
-        query = (df.writeStream.foreachBatch(batches)
-                 .option("checkpointLocation", args.checkpoint)
-                 .trigger(processingTime=f"{args.trigger_ms} milliseconds")
-                 .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
-                 .start())
+
+        def start():
+            return (df.writeStream.foreachBatch(batches)
+                    .option("checkpointLocation", args.checkpoint)
+                    .trigger(processingTime=f"{args.trigger_ms} milliseconds")
+                    .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
+                    .start())
+
+        query = start()
         _wait_ready(query)
         running.set()
         if stop_requested.is_set():
             raise _StopRequested()
         _emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
               pid=os.getpid(), streams=streams)
-        return _watch(query, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
+        restarter = _Restarter(spark, start, query)
+        return _watch(restarter, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
     except _StopRequested:
         running.set()       # a second signal must not interrupt the cleanup below
+        query = restarter.query if restarter is not None else query
         if query is not None and query.isActive:
             _stop_between_batches(query, pause_file)
         _emit("stopped", batches=0, output_rows=0)
@@ -355,6 +367,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         _emit("failed", message=one_line(str(e)) if not isinstance(e, CepkitError) else str(e))
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
+        query = restarter.query if restarter is not None else query
         if query is not None and query.isActive:
             try:
                 _stop_between_batches(query, pause_file)
@@ -371,7 +384,51 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             os.remove(pause_file)
 
 
-def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threading.Event,
+def is_stalled(released: int, end_offset: int | None, quiet_s: float, jobs_running: bool,
+               stall_s: float = STALL_S) -> bool:
+    """Released events wait beyond the query's last end offset, no batch has completed for
+    `stall_s` and no Spark job runs: the query is stuck between batches."""
+    return released > (end_offset or 0) and quiet_s >= stall_s and not jobs_running
+
+
+class _Restarter:
+    """Holds the running query; restarts it from its checkpoint when it stalls."""
+
+    def __init__(self, spark, start: Callable, query):
+        self.spark, self.start, self.query = spark, start, query
+        self.restarts = 0
+
+    def jobs_running(self) -> bool:
+        try:
+            return bool(self.spark.sparkContext.statusTracker().getActiveJobsIds())
+        except Exception:  # noqa: BLE001 - no answer: assume work is going on, never restart on a guess
+            return True
+
+    def restart(self, why: str) -> None:
+        _dump_stream_threads(self.spark)
+        self.restarts += 1
+        _emit("stalled", message=why, restart=self.restarts)
+        self.query.stop()
+        self.query = self.start()
+        _wait_ready(self.query)
+
+
+def _dump_stream_threads(spark) -> None:
+    """The JVM stacks of the streaming threads, on stderr (the engine log), to tell where a
+    stalled query stopped."""
+    try:
+        traces = spark.sparkContext._jvm.java.lang.Thread.getAllStackTraces()
+        for thread in traces.keySet():
+            name = thread.getName()
+            if "stream" in name.lower() or "python" in name.lower():
+                frames = "\n    at ".join(str(f) for f in traces.get(thread))
+                print(f"cepkit stalled-query dump: thread {name!r} {thread.getState()}\n    at {frames}",
+                      file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 - a diagnostic; never the cause of a failure
+        print(f"cepkit stalled-query dump failed: {e}", file=sys.stderr, flush=True)
+
+
+def _watch(restarter: _Restarter, batches: _Batches, driver: DriverClient, stop_requested: threading.Event,
            pause_file: str) -> int:
     """Poll until the run is over, the query fails, or a signal asks to stop."""
     last_printed = 0.0
@@ -380,6 +437,7 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
     last_batch_change = time.monotonic()
     with driver:
         while True:
+            query = restarter.query
             if stop_requested.is_set():
                 _stop_between_batches(query, pause_file)
                 _emit("stopped", batches=batches.count, output_rows=batches.rows)
@@ -408,8 +466,14 @@ def _watch(query, batches: _Batches, driver: DriverClient, stop_requested: threa
                 # The source fails on its next read; give Spark a moment to report it as the cause.
                 time.sleep(POLL_S)
                 continue
-            done = (stats["finished"] and prog is not None and prog["end_offset"] is not None
-                    and prog["end_offset"] >= stats["total_events"])
+            end_offset = prog["end_offset"] if prog else None
+            done = (stats["finished"] and end_offset is not None and end_offset >= stats["total_events"])
+            if (not done and restarter.restarts < MAX_RESTARTS
+                    and is_stalled(stats["released"], end_offset, now - last_batch_change, restarter.jobs_running())):
+                restarter.restart(f"{stats['released'] - (end_offset or 0)} released events unread and no batch "
+                                  f"for {now - last_batch_change:.0f} s after batch {last_batch}")
+                last_batch_change = time.monotonic()
+                continue
             if done and now - last_batch_change >= QUIET_S and not _trigger_active(query):
                 _stop_between_batches(query)
                 for record in _batch_records(query, last_recorded):

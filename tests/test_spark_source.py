@@ -119,3 +119,13 @@ def test_bad_options_are_one_line_errors():
     opts = SourceOptions.parse({"PORT": "7", "maxrowsperbatch": "5"})
     assert (opts.port, opts.max_rows_per_batch, opts.partitions, opts.wait_ms) == (7, 5, 1, 20)
     assert np.array_equal(np.array([p.start for p in split_range(0, 9, 3)]), [0, 3, 6])
+
+
+def test_a_query_is_stalled_only_with_unread_events_no_batch_and_no_job():
+    from harness.spark_app import STALL_S, is_stalled
+    assert is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=False)          # the CI stall
+    assert is_stalled(500, None, quiet_s=STALL_S + 1, jobs_running=False)       # never got a first batch
+    assert not is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=True)       # a long batch is working
+    assert not is_stalled(1411, 1268, quiet_s=STALL_S - 1, jobs_running=False)  # not long enough
+    assert not is_stalled(1411, 1411, quiet_s=10 * STALL_S, jobs_running=False)  # everything read: idle
+    assert not is_stalled(0, None, quiet_s=10 * STALL_S, jobs_running=False)     # nothing released yet

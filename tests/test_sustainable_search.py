@@ -75,7 +75,8 @@ def test_nothing_sustainable_down_to_the_floor(tmp_path):
 
 
 def test_a_failed_confirmation_is_reported_not_hidden(tmp_path):
-    """An engine whose capacity drops after a while: the confirmation fails and nothing is claimed."""
+    """An engine whose capacity drops after a while: every confirmation fails, the search looks
+    below each failed one while steps remain, and in the end nothing is claimed."""
     calls: list = []
     model = capacity_model(5000, calls)
 
@@ -83,9 +84,35 @@ def test_a_failed_confirmation_is_reported_not_hidden(tmp_path):
         res = model(workload, step_dir, overrides, validate)
         return SimpleNamespace(**{**vars(res), "status": "unsustainable", "message": "q^b"}) if validate else res
 
-    result = find_sustainable_rate(flaky, WORKLOAD, tmp_path / "s", SearchConfig(duration_s=5, validate_steps=False))
-    assert result.sustainable_eps is None and not result.confirmed
-    assert result.steps[-1].purpose == "confirm" and "unsustainable" in result.steps[-1].reason
+    cfg = SearchConfig(duration_s=5, max_steps=12, validate_steps=False)
+    result = find_sustainable_rate(flaky, WORKLOAD, tmp_path / "s", cfg)
+    assert result.sustainable_eps is None and not result.confirmed and result.best_step() is not None
+    confirms = [s for s in result.steps if s.purpose == "confirm"]
+    assert len(confirms) >= 2 and all("unsustainable" in s.reason for s in confirms)
+    assert len(result.steps) == 12                                     # max_steps, no more
+    first = result.steps.index(confirms[0])
+    assert all(s.rate_eps < confirms[0].rate_eps for s in result.steps[first + 1:])   # the search went below it
+
+
+def test_after_a_failed_confirmation_the_search_settles_below_it(tmp_path):
+    """A thin margin: validated runs (the confirmations) keep up only to 80 % of the capacity the
+    exploring steps saw, so the first confirmation fails; the search bisects beneath it and the
+    rate it then confirms is one the slower engine sustains, with that step reported as the best."""
+    calls: list = []
+    fast, slow = capacity_model(23_000, calls), capacity_model(0.8 * 23_000, calls)
+
+    def thin(workload, step_dir, overrides, validate):
+        return (slow if validate else fast)(workload, step_dir, overrides, validate)
+
+    cfg = SearchConfig(duration_s=10, precision=1.15, max_steps=14, validate_steps=False)
+    result = find_sustainable_rate(thin, WORKLOAD, tmp_path / "s", cfg)
+    confirms = [s for s in result.steps if s.purpose == "confirm"]
+    assert len(confirms) >= 2 and not confirms[0].sustainable and confirms[-1].sustainable
+    slow_limit = 10 * 0.8 * 23_000 / 8.2
+    assert result.confirmed and confirms[-1].rate_eps <= slow_limit
+    assert result.sustainable_eps == pytest.approx(confirms[-1].rate_eps / 0.9)
+    assert result.best_step().rate_eps == pytest.approx(result.sustainable_eps)
+    assert result.lowest_failing_eps() <= confirms[0].rate_eps
 
 
 def test_tail_backlog_reads_the_harness_files(tmp_path):

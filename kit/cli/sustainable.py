@@ -11,8 +11,10 @@ setting fits every rate. The search:
    [min_rate_eps, max_rate_eps];
 2. bisects (geometric mean) between the highest sustainable and lowest unsustainable rate until
    they are within `precision` (1.15 = 15 %) or `max_steps` runs were made;
-3. confirms at 90 % of the found rate; if the confirmation fails, that rate is what is reported
-   (and the step log says so).
+3. confirms at 90 % of the found rate. A failed confirmation becomes the lowest unsustainable
+   rate and the search goes on below it (bisecting down to the highest sustainable step under
+   it, or exploring down) and confirms again, while `max_steps` allow; a search that runs out of
+   steps before a confirmation holds reports no rate (the step log says why).
 
 Every step is a full run (fresh dataset at the step's rate, constant profile, `duration_s` long)
 in its own directory, validated unless `validate_steps` is off; each step's verdict and the
@@ -88,12 +90,15 @@ class Step:
 @dataclass(frozen=True)
 class SearchResult:
     workload: str
-    sustainable_eps: float | None   # None: not even min_rate_eps was sustainable
+    sustainable_eps: float | None   # the confirmed rate; None: no confirmation held
     confirmed: bool
     steps: tuple[Step, ...]
 
     def best_step(self) -> Step | None:
-        ok = [s for s in self.steps if s.sustainable]
+        """The step at the confirmed rate, or (unconfirmed) the fastest step that kept up."""
+        ok = [s for s in self.steps if s.sustainable and s.purpose != "confirm"]
+        if self.sustainable_eps is not None:
+            ok = [s for s in ok if s.rate_eps <= self.sustainable_eps]
         return max(ok, key=lambda s: s.rate_eps) if ok else None
 
     def lowest_failing_eps(self) -> float | None:
@@ -163,33 +168,40 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
     lo, hi = None, None             # highest sustainable, lowest unsustainable
     start = dict(cfg.start_rates).get(workload.name) or cfg.start_rate_eps or workload.load.rate_eps
     rate = min(max(start, cfg.min_rate_eps), cfg.max_rate_eps)
-    while len(steps) < cfg.max_steps - 1:
-        if lo is not None and hi is not None:
-            if hi / lo <= cfg.precision:
-                break
-            rate, purpose = math.sqrt(lo * hi), "bisect"
-        else:
-            purpose = "explore"
-        s = run(rate, purpose)
-        if s.sustainable:
-            lo = rate
-            if hi is None:
-                if rate >= cfg.max_rate_eps:
+    while True:
+        while len(steps) < cfg.max_steps - 1:
+            if lo is not None and hi is not None:
+                if hi / lo <= cfg.precision:
                     break
-                rate = min(rate * cfg.growth, cfg.max_rate_eps)
-        else:
-            hi = rate
-            if lo is None:
-                if rate <= cfg.min_rate_eps:
-                    break
-                rate = max(rate / cfg.growth, cfg.min_rate_eps)
-    if lo is None:
-        return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
-    confirm = run(lo * cfg.confirm_fraction, "confirm")
-    found = lo if confirm.sustainable else None
-    if not confirm.sustainable:
-        stage(f"{workload.name}: the confirmation at {confirm.rate_eps:,.0f} ev/s failed; no rate is confirmed")
-    return _finish(out_dir, SearchResult(workload.name, found, confirm.sustainable, tuple(steps)))
+                rate, purpose = math.sqrt(lo * hi), "bisect"
+            else:
+                purpose = "explore"
+            s = run(rate, purpose)
+            if s.sustainable:
+                lo = rate
+                if hi is None:
+                    if rate >= cfg.max_rate_eps:
+                        break
+                    rate = min(rate * cfg.growth, cfg.max_rate_eps)
+            else:
+                hi = rate
+                if lo is None:
+                    if rate <= cfg.min_rate_eps:
+                        break
+                    rate = max(rate / cfg.growth, cfg.min_rate_eps)
+        if lo is None or len(steps) >= cfg.max_steps:
+            return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
+        confirm = run(lo * cfg.confirm_fraction, "confirm")
+        if confirm.sustainable:
+            return _finish(out_dir, SearchResult(workload.name, lo, True, tuple(steps)))
+        # `lo` passed by a margin the confirmation did not repeat: the limit lies below the
+        # confirmation's rate, so the search goes on beneath it while steps remain.
+        stage(f"{workload.name}: the confirmation at {confirm.rate_eps:,.0f} ev/s failed; searching below it")
+        hi = confirm.rate_eps
+        lo = max((s.rate_eps for s in steps if s.sustainable and s.rate_eps < hi), default=None)
+        rate = max(hi / cfg.growth, cfg.min_rate_eps)
+        if rate >= hi:
+            return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
 
 
 def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
