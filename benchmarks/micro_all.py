@@ -98,9 +98,9 @@ def main() -> int:
     count, started = 0, time.time()
     passes = [(name, name, (), lambda w: True) for name in args.suites.split(",") if name]
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
+    only = set(filter(None, args.workloads.split(",")))
     for label, name, settings, wanted in passes:
         suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
-        only = set(filter(None, args.workloads.split(",")))
         keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)]
                      if wanted(w) and (not only or w.name in only))
         if not keep:

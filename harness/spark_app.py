@@ -324,7 +324,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
         return 2
 
-    spark = query = restarter = None
+    spark = restarter = None
     pause_file = os.path.join(tempfile.gettempdir(), f"cepkit-pause-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         spark = build_session(app_name, args.master, args.shuffle_partitions, spark_conf, overrides)
@@ -347,30 +347,28 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
                     .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
                     .start())
 
-        query = start()
-        _wait_ready(query)
+        restarter = _Restarter(spark, start)
+        restarter.launch()
         running.set()
         if stop_requested.is_set():
             raise _StopRequested()
+        query = restarter.query
         _emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
               pid=os.getpid(), streams=streams)
-        restarter = _Restarter(spark, start, query)
         return _watch(restarter, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
     except _StopRequested:
         running.set()       # a second signal must not interrupt the cleanup below
-        query = restarter.query if restarter is not None else query
-        if query is not None and query.isActive:
-            _stop_between_batches(query, pause_file)
+        if restarter is not None:
+            restarter.stop(pause_file)
         _emit("stopped", batches=0, output_rows=0)
         return 0
     except Exception as e:  # noqa: BLE001 - reported as one line on stdout, in full on stderr
         _emit("failed", message=one_line(str(e)) if not isinstance(e, CepkitError) else str(e))
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
-        query = restarter.query if restarter is not None else query
-        if query is not None and query.isActive:
+        if restarter is not None:
             try:
-                _stop_between_batches(query, pause_file)
+                restarter.stop(pause_file)
             except Exception:  # noqa: BLE001 - already failing; the first error is the one to report
                 pass
         return 1
@@ -384,19 +382,29 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             os.remove(pause_file)
 
 
-def is_stalled(released: int, end_offset: int | None, quiet_s: float, jobs_running: bool,
+def is_stalled(released: int, end_offset: int | None, quiet_s: float, jobs_running: Callable[[], bool],
                stall_s: float = STALL_S) -> bool:
     """Released events wait beyond the query's last end offset, no batch has completed for
-    `stall_s` and no Spark job runs: the query is stuck between batches."""
-    return released > (end_offset or 0) and quiet_s >= stall_s and not jobs_running
+    `stall_s` and no Spark job runs: the query is stuck between batches. `jobs_running` (a call
+    into the JVM) is asked only when the rest already says so."""
+    return released > (end_offset or 0) and quiet_s >= stall_s and not jobs_running()
 
 
 class _Restarter:
-    """Holds the running query; restarts it from its checkpoint when it stalls."""
+    """Starts the query, holds it, and restarts it from its checkpoint when it stalls."""
 
-    def __init__(self, spark, start: Callable, query):
-        self.spark, self.start, self.query = spark, start, query
+    def __init__(self, spark, start: Callable):
+        self.spark, self.start = spark, start
         self.restarts = 0
+        self.query = None
+
+    def launch(self) -> None:
+        self.query = self.start()       # held before the wait, so a signal meanwhile can stop it
+        _wait_ready(self.query)
+
+    def stop(self, pause_file: str) -> None:
+        if self.query is not None and self.query.isActive:
+            _stop_between_batches(self.query, pause_file)
 
     def jobs_running(self) -> bool:
         try:
@@ -409,8 +417,7 @@ class _Restarter:
         self.restarts += 1
         _emit("stalled", message=why, restart=self.restarts)
         self.query.stop()
-        self.query = self.start()
-        _wait_ready(self.query)
+        self.launch()
 
 
 def _dump_stream_threads(spark) -> None:
@@ -469,7 +476,7 @@ def _watch(restarter: _Restarter, batches: _Batches, driver: DriverClient, stop_
             end_offset = prog["end_offset"] if prog else None
             done = (stats["finished"] and end_offset is not None and end_offset >= stats["total_events"])
             if (not done and restarter.restarts < MAX_RESTARTS
-                    and is_stalled(stats["released"], end_offset, now - last_batch_change, restarter.jobs_running())):
+                    and is_stalled(stats["released"], end_offset, now - last_batch_change, restarter.jobs_running)):
                 restarter.restart(f"{stats['released'] - (end_offset or 0)} released events unread and no batch "
                                   f"for {now - last_batch_change:.0f} s after batch {last_batch}")
                 last_batch_change = time.monotonic()

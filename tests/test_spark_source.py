@@ -123,9 +123,17 @@ def test_bad_options_are_one_line_errors():
 
 def test_a_query_is_stalled_only_with_unread_events_no_batch_and_no_job():
     from harness.spark_app import STALL_S, is_stalled
-    assert is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=False)          # the CI stall
-    assert is_stalled(500, None, quiet_s=STALL_S + 1, jobs_running=False)       # never got a first batch
-    assert not is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=True)       # a long batch is working
-    assert not is_stalled(1411, 1268, quiet_s=STALL_S - 1, jobs_running=False)  # not long enough
-    assert not is_stalled(1411, 1411, quiet_s=10 * STALL_S, jobs_running=False)  # everything read: idle
-    assert not is_stalled(0, None, quiet_s=10 * STALL_S, jobs_running=False)     # nothing released yet
+    asked: list = []
+
+    def idle():
+        asked.append(1)
+        return False
+
+    assert is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=idle)               # the CI stall
+    assert is_stalled(500, None, quiet_s=STALL_S + 1, jobs_running=idle)            # never got a first batch
+    assert not is_stalled(1411, 1268, quiet_s=STALL_S, jobs_running=lambda: True)   # a long batch is working
+    asked.clear()
+    assert not is_stalled(1411, 1268, quiet_s=STALL_S - 1, jobs_running=idle)       # not long enough
+    assert not is_stalled(1411, 1411, quiet_s=10 * STALL_S, jobs_running=idle)      # everything read: idle
+    assert not is_stalled(0, None, quiet_s=10 * STALL_S, jobs_running=idle)         # nothing released yet
+    assert not asked                    # the JVM is not asked on every poll, only when it decides

@@ -96,7 +96,7 @@ class SearchResult:
 
     def best_step(self) -> Step | None:
         """The step at the confirmed rate, or (unconfirmed) the fastest step that kept up."""
-        ok = [s for s in self.steps if s.sustainable and s.purpose != "confirm"]
+        ok = [s for s in self.steps if s.sustainable]
         if self.sustainable_eps is not None:
             ok = [s for s in ok if s.rate_eps <= self.sustainable_eps]
         return max(ok, key=lambda s: s.rate_eps) if ok else None
@@ -169,26 +169,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
     start = dict(cfg.start_rates).get(workload.name) or cfg.start_rate_eps or workload.load.rate_eps
     rate = min(max(start, cfg.min_rate_eps), cfg.max_rate_eps)
     while True:
-        while len(steps) < cfg.max_steps - 1:
-            if lo is not None and hi is not None:
-                if hi / lo <= cfg.precision:
-                    break
-                rate, purpose = math.sqrt(lo * hi), "bisect"
-            else:
-                purpose = "explore"
-            s = run(rate, purpose)
-            if s.sustainable:
-                lo = rate
-                if hi is None:
-                    if rate >= cfg.max_rate_eps:
-                        break
-                    rate = min(rate * cfg.growth, cfg.max_rate_eps)
-            else:
-                hi = rate
-                if lo is None:
-                    if rate <= cfg.min_rate_eps:
-                        break
-                    rate = max(rate / cfg.growth, cfg.min_rate_eps)
+        lo, hi = _bracket(run, cfg, steps, lo, hi, rate)
         if lo is None or len(steps) >= cfg.max_steps:
             return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
         confirm = run(lo * cfg.confirm_fraction, "confirm")
@@ -200,8 +181,34 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         hi = confirm.rate_eps
         lo = max((s.rate_eps for s in steps if s.sustainable and s.rate_eps < hi), default=None)
         rate = max(hi / cfg.growth, cfg.min_rate_eps)
-        if rate >= hi:
+        if lo is None and rate >= hi:                   # the floor itself failed: nothing below to try
             return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
+
+
+def _bracket(run, cfg: SearchConfig, steps: list, lo: float | None, hi: float | None, rate: float
+             ) -> tuple[float | None, float | None]:
+    """Explore from `rate` (x growth up while sustainable, / growth down while not) until the
+    limit is bracketed, then bisect; stops one step short of `max_steps` (the confirmation's)."""
+    while len(steps) < cfg.max_steps - 1:
+        if lo is not None and hi is not None:
+            if hi / lo <= cfg.precision:
+                break
+            rate, purpose = math.sqrt(lo * hi), "bisect"
+        else:
+            purpose = "explore"
+        if run(rate, purpose).sustainable:
+            lo = rate
+            if hi is None:
+                if rate >= cfg.max_rate_eps:
+                    break
+                rate = min(rate * cfg.growth, cfg.max_rate_eps)
+        else:
+            hi = rate
+            if lo is None:
+                if rate <= cfg.min_rate_eps:
+                    break
+                rate = max(rate / cfg.growth, cfg.min_rate_eps)
+    return lo, hi
 
 
 def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
