@@ -107,6 +107,12 @@ class ReleaseBuffer:
                                    or self.closed, timeout_s)
             return self.released
 
+    def wait_pulled_beyond(self, offset: int, timeout_s: float) -> int:
+        """Wait until an engine has read beyond `offset` (or the run ended); return `pulled`."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.pulled > offset or self.closed, timeout_s)
+            return self.pulled
+
     def take(self, start: int, end: int, max_rows: int) -> tuple[int, list[tuple[Chunk, int, int]]]:
         """The pieces of chunks holding [start, stop), stop = min(end, released, start + max_rows)."""
         if start < 0 or end < start:
@@ -129,6 +135,8 @@ class ReleaseBuffer:
                 pos, k = hi, k + 1
             if stop <= start:
                 return start, []
-            self.pulled = max(self.pulled, stop)
+            if stop > self.pulled:
+                self.pulled = stop
+                self.cond.notify_all()      # pull pacing waits for reads
             self.served_rows += stop - start
             return stop, pieces

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kit.errors import CepkitError
 
-PACINGS = ("tickts", "rate")
+PACINGS = ("tickts", "rate", "pull")
 STAMPS = ("scheduled", "send")
 # One minute covers every time-window slide of our suites (SEMANTICS.md section 1).
 DEFAULT_ALIGN_MS = 60_000
@@ -31,7 +31,9 @@ class DriverConfig:
 
     - `pacing="tickts"`: event i is due at `run_start + (ts_i - sim_start) / speed` (its simulated
       time, `tickTS` for ticks and `TS` for micro events); `pacing="rate"`: at `run_start + i /
-      rate_eps` seconds, whatever its simulated time.
+      rate_eps` seconds, whatever its simulated time; `pacing="pull"`: as fast as the engine pulls:
+      never more than `pull_window_events` released ahead of the highest offset read (send stamps
+      only, since no due time exists).
     - `stamp="scheduled"`: `TS` is that due time (integer ms, floored); `"send"`: the wall-clock
       time at which the driver actually released it.
     - `start_wall_ms`: when the run starts (epoch ms). None: `lead_ms` after `begin()`, rounded up
@@ -62,6 +64,7 @@ class DriverConfig:
     retain_bytes: int = DEFAULT_RETAIN_BYTES
     keep_unread_events: int = 0
     max_read_rows: int = 262_144           # cap on rows per read response
+    pull_window_events: int = 65_536       # pull pacing: released but unread events at most
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dataset_dir", Path(self.dataset_dir))
@@ -81,6 +84,8 @@ class DriverConfig:
                 raise _bad("rate_eps", f"must be a positive number with pacing 'rate', got {self.rate_eps!r}")
         elif self.rate_eps is not None:
             raise _bad("rate_eps", "only applies with pacing 'rate'")
+        if self.pacing == "pull" and self.stamp != "send":
+            raise _bad("stamp", "pacing 'pull' has no scheduled times: use stamp 'send'")
         _int_at_least("port", self.port, 0)
         if self.port > 65535:
             raise _bad("port", f"must be at most 65535, got {self.port}")
@@ -93,6 +98,7 @@ class DriverConfig:
         _int_at_least("retain_bytes", self.retain_bytes, 0)
         _int_at_least("keep_unread_events", self.keep_unread_events, 0)
         _int_at_least("max_read_rows", self.max_read_rows, 1)
+        _int_at_least("pull_window_events", self.pull_window_events, 1)
         if not self.host:
             raise _bad("host", "must not be empty")
 

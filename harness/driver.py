@@ -216,6 +216,8 @@ class Driver:
     def _release_loop(self) -> None:
         clock, buf, lateness = self.clock, self.buffer, self.lateness
         send = self.cfg.stamp == "send"
+        pull, window = self.cfg.pacing == "pull", self.cfg.pull_window_events
+        cap = 0
         chunk: Chunk | None = None
         pos = released = 0
         while not self._stopping.is_set():
@@ -233,16 +235,25 @@ class Driver:
             if now < due0:
                 time.sleep(min((due0 - now) / 1000.0, MAX_SLEEP_S))
                 continue
+            if pull:
+                # Release only up to `window` ahead of the engine's reads; wait for a read otherwise.
+                cap = buf.pulled + window
+                if released >= cap:
+                    buf.wait_pulled_beyond(released - window, MAX_SLEEP_S)
+                    continue
+                now = clock.now_ms()
             # One release step: every event due by now, across chunk boundaries if one is ready.
             now_ms = int(now)               # due times are whole ms: due <= now  <=>  due <= floor(now)
             end = None
             while True:
                 k = int(np.searchsorted(chunk.due_ms, now_ms, side="right"))
+                if pull:
+                    k = min(k, pos + cap - released)
                 if send:
                     chunk.ts_ms[pos:k] = now_ms
                 released += k - pos
                 pos = k
-                if pos < chunk.rows:
+                if pos < chunk.rows or (pull and released >= cap):
                     break
                 try:
                     item = self._queue.get_nowait()
@@ -253,7 +264,8 @@ class Driver:
                     break
                 chunk, pos = self._adopt(item), 0
             buf.publish(released)
-            lateness.add(now - due0)
+            if not pull:                    # pull pacing has no due times to be late for
+                lateness.add(now - due0)
             if end is not None:
                 buf.finish(end.failed)
                 return
@@ -364,7 +376,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--dataset", help="dataset directory (manifest.json and its files)")
     ap.add_argument("--config-json", help="a DriverConfig as JSON (what DriverProcess passes); other flags override it")
     ap.add_argument("--streams", help="comma-separated streams to play (default: all)")
-    ap.add_argument("--pacing", choices=("tickts", "rate"))
+    ap.add_argument("--pacing", choices=("tickts", "rate", "pull"))
     ap.add_argument("--speed", type=float)
     ap.add_argument("--rate-eps", type=float)
     ap.add_argument("--stamp", choices=("scheduled", "send"))

@@ -63,7 +63,7 @@ class Pacing:
     rate_eps: float | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("tickts", "rate"):
+        if self.mode not in ("tickts", "rate", "pull"):
             raise CepkitError(f"pacing: unknown mode {self.mode!r}")
         if self.mode == "rate" and not (self.rate_eps and self.rate_eps > 0):
             raise CepkitError("pacing: rate_eps must be positive")
@@ -72,6 +72,9 @@ class Pacing:
 
     def due_rel_ms(self, first_offset: int, sim_ts_ms: np.ndarray) -> np.ndarray:
         """int64 due times for the events at offsets first_offset, first_offset+1, ..."""
+        if self.mode == "pull":
+            # Every event is due at once; the release loop holds them back to the engine's reads.
+            return np.zeros(len(sim_ts_ms), dtype=np.int64)
         if self.mode == "rate":
             # i * 1000 is exact in float64 and IEEE division rounds correctly, so i/rate that is
             # a whole number of ms is not floored one below.

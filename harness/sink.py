@@ -330,6 +330,8 @@ class SinkServer:
                "run_start_wall_ms": int(clocks["run_start_wall_ms"]), "sim_start_ms": int(clocks["sim_start_ms"])}
         if clocks.get("speed") is not None:
             log["speed"] = float(clocks["speed"])
+        # Whether outputs can be placed on the dataset's rate profile (only when paced by its times).
+        log["pacing"] = str(clocks.get("pacing") or "tickts")
         log["streams"] = {name: {"files": list(self._streams[name].files)} for name in order}
         path = self.out_dir / LOG_NAME
         tmp = path.with_suffix(".json.tmp")

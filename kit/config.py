@@ -12,6 +12,7 @@ the scale factor by `kit.scale.ScaleModel`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -59,6 +60,116 @@ def _choice(obj: Any, name: str, choices: tuple[str, ...]) -> None:
     _need(v in choices, name, f"must be one of {', '.join(choices)}, got {v!r}")
 
 
+# --- the numbers a config accepts: one table, one check ---------------------------------------
+#
+# Every float must be finite (nan and inf are refused whatever the key), and every number listed
+# here must lie in its range. The bounds are generous for real use and keep the generators exact:
+# rates and durations bound the work (a dataset's size is also checked against the free disk
+# before it is written), the start time keeps every timestamp (start + 30 days) far inside int64
+# milliseconds and inside what pandas' nanosecond timestamps can hold (before 2262).
+DAY_S = 86_400
+MAX_RATE_EPS = 1e8                       # 100 M events/s, basis rate (the peak is basis x peak_factor)
+MAX_PEAK_FACTOR = 100.0
+MAX_DURATION_S = 30 * DAY_S              # a 30-day run; the standard Pairs run is 2 hours
+MIN_DURATION_S = 0.01                    # 10 ms: at least 1 ms per phase of any profile
+MAX_SCALE_FACTOR = 10_000                # 1,000 markets, 100,000 symbols, 250,000 strategies, 5 M ev/s
+MAX_SYMBOLS = 1_000_000
+MAX_STRATEGIES = 1_000_000
+MAX_FILES = 1_000                        # files per dataset or stream (each is open while writing)
+MAX_START_EPOCH_MS = 7_258_118_400_000   # 2200-01-01 00:00 UTC
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+# section class -> field -> (low, high, low_open): low < v (open) or low <= v, and v <= high.
+LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {
+    "RateConfig": {
+        "duration_s": (MIN_DURATION_S, MAX_DURATION_S, False),
+        "basis_rate_eps": (0.001, MAX_RATE_EPS, False),
+        "peak_factor": (1.0, MAX_PEAK_FACTOR, False),
+    },
+    "PriceConfig": {
+        "correlation": (-1.0, 1.0, False),
+        "drift_per_hour": (-1.0, 1.0, False),
+        "volatility_per_hour": (0.0, 10.0, False),
+        "initial_min_cents": (0, 100_000_000, True),
+        "initial_max_cents": (0, 100_000_000, True),      # 1 M dollars
+    },
+    "PairsConfig": {
+        "scale_factor": (0, MAX_SCALE_FACTOR, True),
+        "file_count": (0, MAX_FILES, True),
+        "seed": (0, INT64_MAX, False),
+        "symbols": (2, MAX_SYMBOLS, False),
+        "correlations": (0, MAX_SYMBOLS // 2, True),
+        "strategies": (0, MAX_STRATEGIES, True),
+        "start_epoch_ms": (0, MAX_START_EPOCH_MS, False),
+    },
+    "MicroConfig": {
+        "seed": (0, INT64_MAX, False),
+        "streams": (0, 26, True),                        # S1..S26
+        "max_id": (0, INT32_MAX, True),
+        "zipf_s": (0.0, 100.0, False),
+        "attributes": (0, 1000, True),
+        "table_rows": (0, INT32_MAX, False),
+        "table_attributes": (0, 1000, True),
+        "file_count": (0, MAX_FILES, True),
+        "start_epoch_ms": (0, MAX_START_EPOCH_MS, False),
+    },
+    "RunConfig": {
+        "shuffle_partitions": (0, 100_000, True),
+        "source_partitions": (0, 10_000, True),
+        "trigger_ms": (0, DAY_S * 1000, False),
+        "speed": (0.001, 1_000_000.0, False),
+        "replay_rate_eps": (0.001, MAX_RATE_EPS, False),
+        "measure_from_s": (0.0, 365 * DAY_S, False),
+        "measure_to_s": (0.0, 365 * DAY_S, True),
+        "max_backlog_s": (0.0, DAY_S, True),
+        "backlog_grace_s": (0.0, DAY_S, False),
+        "startup_timeout_s": (0.0, DAY_S, True),
+        "drain_timeout_s": (0.0, DAY_S, True),
+    },
+}
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def range_text(section: str, name: str) -> str | None:
+    """'> 0 and <= 10000', '[-1, 1]', ...: the documented range of a field, if it has one."""
+    lim = LIMITS.get(section, {}).get(name)
+    if lim is None:
+        return None
+    lo, hi, lo_open = lim
+    if lo < 0:
+        return f"in [{_num(lo)}, {_num(hi)}]"
+    return f"{'>' if lo_open else '>='} {_num(lo)} and <= {_num(hi)}"
+
+
+def _check_values(obj: Any) -> None:
+    """The one check of a section's numbers (finite, within LIMITS) and strings (no NUL)."""
+    limits = LIMITS.get(type(obj).__name__, {})
+    for f in dataclasses.fields(obj):
+        name, v = f.name, getattr(obj, f.name)
+        if isinstance(v, str):
+            _need("\0" not in v, name, "must not contain a NUL character")
+            continue
+        if isinstance(v, tuple):
+            _need(not any(isinstance(x, str) and "\0" in x for x in v), name, "must not contain a NUL character")
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if isinstance(v, float):
+            _need(math.isfinite(v), name, f"must be a finite number, got {v!r}")
+        if name not in limits:
+            continue
+        lo, hi, lo_open = limits[name]
+        if lo < 0:
+            _need(lo <= v <= hi, name, f"must be in [{_num(lo)}, {_num(hi)}], got {v!r}")
+            continue
+        _need(v > lo if lo_open else v >= lo, name, f"must be {'>' if lo_open else '>='} {_num(lo)}, got {v!r}")
+        _need(v <= hi, name, f"must be <= {_num(hi)}, got {v!r}")
+
+
 @dataclass(frozen=True)
 class PathsConfig:
     """Output folders (thesis B.6: dGenFolder, qGenFolder, translatorFolder, validFolder)."""
@@ -70,27 +181,30 @@ class PathsConfig:
     runs_dir: str = "runs"
 
     def __post_init__(self) -> None:
+        _check_values(self)
         for f in dataclasses.fields(self):
             _need(bool(getattr(self, f.name)), f.name, "must not be empty")
 
 
 @dataclass(frozen=True)
 class RateConfig:
-    """Arrival process. Unset rates come from the scale model (pairs) or the section default."""
+    """Arrival process. Unset rates come from the scale model (pairs) or the section default.
+
+    Ranges (LIMITS): duration_s 0.01 s .. 30 days, basis_rate_eps 0.001 .. 1e8 ev/s, peak_factor 1 .. 100.
+    """
 
     profile: str = "standard"
     quick: bool = False
-    duration_s: float | None = None      # rescale the profile to this total length, same shape
-    basis_rate_eps: float | None = None
-    peak_factor: float = 1.5
+    duration_s: float | None = None      # rescale the profile to this total length, same shape; <= 30 days
+    basis_rate_eps: float | None = None  # events/s, <= 1e8
+    peak_factor: float = 1.5            # peak = basis x peak_factor, in [1, 100]
     arrivals: str = "poisson"           # exponential inter-arrival times, or constant ones
     varying: bool = True                # false: the basis rate throughout, same phases
 
     def __post_init__(self) -> None:
+        _check_values(self)
         _choice(self, "profile", PROFILES)
         _choice(self, "arrivals", ARRIVALS)
-        _positive(self, "duration_s", "basis_rate_eps")
-        _need(self.peak_factor >= 1.0, "peak_factor", f"must be >= 1, got {self.peak_factor!r}")
         _need(not (self.quick and self.duration_s is not None), "quick",
               f"cannot be combined with duration_s = {self.duration_s} (which already sets the length); "
               "unset one of them")
@@ -100,44 +214,37 @@ class RateConfig:
 class PriceConfig:
     """Geometric Brownian motion of tick prices; time is measured in simulated hours."""
 
-    correlation: float = 0.9
-    drift_per_hour: float = 0.0
-    volatility_per_hour: float = 0.02
-    initial_min_cents: int = 1000
-    initial_max_cents: int = 10000
+    correlation: float = 0.9            # in [-1, 1]
+    drift_per_hour: float = 0.0         # in [-1, 1]
+    volatility_per_hour: float = 0.02   # in [0, 10]
+    initial_min_cents: int = 1000       # 1 .. 100,000,000 (1 M dollars)
+    initial_max_cents: int = 10000      # initial_min_cents .. 100,000,000
 
     def __post_init__(self) -> None:
-        _need(-1.0 <= self.correlation <= 1.0, "correlation", f"must be in [-1, 1], got {self.correlation!r}")
-        _need(self.volatility_per_hour >= 0, "volatility_per_hour", f"must be >= 0, got {self.volatility_per_hour!r}")
-        _need(-1.0 <= self.drift_per_hour <= 1.0, "drift_per_hour", f"must be in [-1, 1], got {self.drift_per_hour!r}")
-        _positive(self, "initial_min_cents")
+        _check_values(self)
         _need(self.initial_max_cents >= self.initial_min_cents, "initial_max_cents",
               f"must be >= initial_min_cents ({self.initial_min_cents}), got {self.initial_max_cents!r}")
-        _need(self.initial_max_cents <= 100_000_000, "initial_max_cents", "must be <= 100000000 (1M dollars)")
 
 
 @dataclass(frozen=True)
 class PairsConfig:
     """Pairs data generation (thesis B.1 and B.6)."""
 
-    scale_factor: int = 1
-    file_count: int = 1
-    seed: int = 42
+    scale_factor: int = 1               # 1 .. 10,000 (1,000 markets, 100,000 symbols)
+    file_count: int = 1                 # 1 .. 1,000
+    seed: int = 42                      # 0 .. 2^63-1
     format: str = "parquet"
-    symbols: int | None = None
-    correlations: int | None = None
-    strategies: int | None = None
-    start_epoch_ms: int = DEFAULT_START_EPOCH_MS
+    symbols: int | None = None          # 2 .. 1,000,000
+    correlations: int | None = None     # 1 .. symbols/2
+    strategies: int | None = None       # 1 .. 1,000,000
+    start_epoch_ms: int = DEFAULT_START_EPOCH_MS    # 0 (1970) .. 7,258,118,400,000 (2200-01-01 UTC)
     rate: RateConfig = field(default_factory=RateConfig)
     prices: PriceConfig = field(default_factory=PriceConfig)
 
     def __post_init__(self) -> None:
-        _positive(self, "scale_factor", "file_count", "symbols", "correlations", "strategies")
-        _need(self.seed >= 0, "seed", f"must be >= 0, got {self.seed!r}")
+        _check_values(self)
         _choice(self, "format", FORMATS)
-        _need(self.start_epoch_ms >= 0, "start_epoch_ms", "must be >= 0")
         if self.symbols is not None:
-            _need(self.symbols >= 2, "symbols", f"must be >= 2, got {self.symbols}")
             if self.correlations is not None:
                 _need(self.correlations <= self.symbols // 2, "correlations",
                       f"must be <= symbols/2 = {self.symbols // 2}, got {self.correlations}")
@@ -147,26 +254,20 @@ class PairsConfig:
 class MicroConfig:
     """Microbenchmark dataset (thesis Table 4.1 and the join table of Q6)."""
 
-    seed: int = 7
-    streams: int = 1
-    max_id: int = 1000
-    zipf_s: float = 0.0                 # 0: IDs equiprobable; > 0: bounded Zipf with this exponent
-    attributes: int = 4
-    table_rows: int = 0                 # 0: no join table
-    table_attributes: int = 9
-    file_count: int = 1
+    seed: int = 7                       # 0 .. 2^63-1
+    streams: int = 1                    # 1 .. 26 (S1..S26)
+    max_id: int = 1000                  # 1 .. 2^31-1
+    zipf_s: float = 0.0                 # 0: IDs equiprobable; > 0 (<= 100): bounded Zipf with this exponent
+    attributes: int = 4                 # 1 .. 1,000
+    table_rows: int = 0                 # 0: no join table; at most 2^31-1
+    table_attributes: int = 9           # 1 .. 1,000
+    file_count: int = 1                 # 1 .. 1,000 per stream
     format: str = "parquet"
-    start_epoch_ms: int = DEFAULT_START_EPOCH_MS
+    start_epoch_ms: int = DEFAULT_START_EPOCH_MS    # 0 (1970) .. 7,258,118,400,000 (2200-01-01 UTC)
     rate: RateConfig = field(default_factory=lambda: RateConfig(profile="constant", basis_rate_eps=1000.0))
 
     def __post_init__(self) -> None:
-        _positive(self, "streams", "max_id", "attributes", "table_attributes", "file_count")
-        _need(self.seed >= 0, "seed", f"must be >= 0, got {self.seed!r}")
-        _need(self.streams <= 26, "streams", f"must be <= 26, got {self.streams}")
-        _need(self.attributes <= 1000, "attributes", f"must be <= 1000, got {self.attributes}")
-        _need(self.max_id <= 2**31 - 1, "max_id", "must fit a 32-bit int")
-        _need(self.zipf_s >= 0, "zipf_s", f"must be >= 0, got {self.zipf_s!r}")
-        _need(self.table_rows >= 0, "table_rows", f"must be >= 0, got {self.table_rows!r}")
+        _check_values(self)
         _choice(self, "format", FORMATS)
         _need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
 
@@ -178,6 +279,9 @@ PLANS = ("shared", "per-strategy")
 TIME_WINDOW_PLANS = ("core", "native")
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 STAMPS = ("scheduled", "send")
+# How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
+# `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
+REPLAYS = ("recorded", "constant", "pull")
 
 
 @dataclass(frozen=True)
@@ -198,6 +302,12 @@ class RunConfig:
     trigger_ms: int = 0
     speed: float = 1.0
     stamp: str = "scheduled"
+    replay: str = "recorded"
+    replay_rate_eps: float | None = None    # replay = "constant": events per second
+    # The measurement interval in seconds on the run's time axis (simulated seconds for a recorded
+    # replay, wall seconds otherwise); unset: the rate profile's measured phases, or the whole run.
+    measure_from_s: float | None = None
+    measure_to_s: float | None = None
     output_format: str = "parquet"
     # Microbenchmark Q3: "core" (the stateful core, exact inputTS) or "native" (Spark's window()).
     time_windows: str = "core"
@@ -214,6 +324,7 @@ class RunConfig:
     spark_conf: tuple[str, ...] = ()     # extra Spark settings, "key=value" each
 
     def __post_init__(self) -> None:
+        _check_values(self)              # every number finite and within LIMITS["RunConfig"]
         _choice(self, "engine", ENGINES)
         _need(re.fullmatch(r"[1-9][0-9]*[kmgt]", self.driver_memory or "") is not None, "driver_memory",
               f"must be a size like 4g or 2048m, got {self.driver_memory!r}")
@@ -224,6 +335,14 @@ class RunConfig:
         _choice(self, "time_windows", TIME_WINDOW_PLANS)
         _choice(self, "database_join", DATABASE_JOIN_PLANS)
         _choice(self, "stamp", STAMPS)
+        _choice(self, "replay", REPLAYS)
+        _need((self.replay == "constant") == (self.replay_rate_eps is not None), "replay_rate_eps",
+              "is required with replay = \"constant\" and only applies to it")
+        _positive(self, "replay_rate_eps")
+        _need(self.measure_from_s is None or self.measure_from_s >= 0, "measure_from_s",
+              f"must be >= 0, got {self.measure_from_s!r}")
+        _need(self.measure_from_s is None or self.measure_to_s is None or self.measure_to_s > self.measure_from_s,
+              "measure_to_s", f"must be > measure_from_s ({self.measure_from_s}), got {self.measure_to_s!r}")
         _choice(self, "output_format", FORMATS)
         _need(bool(self.master), "master", "must not be empty")
         _positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")

@@ -162,6 +162,30 @@ class RateProfile:
         return RateProfile(self.name, tuple(Phase(p.name, p.duration_ms, rate_eps, rate_eps, p.measured)
                                             for p in self.phases))
 
+    def with_measurement(self, start_ms: int | None, end_ms: int | None) -> "RateProfile":
+        """The same rates with the measurement interval moved to [start_ms, end_ms) (None: the
+        profile's start or end). Phases are split at those instants (rates interpolated); the pieces
+        inside are measured, the others not. A window reaching past the end extends the last phase
+        at its end rate, so a measurement interval can cover a drain."""
+        lo = 0 if start_ms is None else int(start_ms)
+        hi = self.duration_ms if end_ms is None else int(end_ms)
+        if not 0 <= lo < hi:
+            raise CepkitError(f"profile {self.name}: measurement interval [{lo}, {hi}) ms is empty or negative")
+        phases = list(self.phases)
+        if hi > self.duration_ms:
+            last = phases[-1]
+            phases.append(Phase(f"{last.name} (after)", hi - self.duration_ms, last.end_rate_eps, last.end_rate_eps))
+        out, t0 = [], 0
+        for p in phases:
+            t1 = t0 + p.duration_ms
+            cuts = sorted({t0, t1, *(c for c in (lo, hi) if t0 < c < t1)})
+            for a, b in zip(cuts, cuts[1:]):
+                r = lambda t: p.start_rate_eps + (p.end_rate_eps - p.start_rate_eps) * (t - t0) / p.duration_ms
+                name = p.name if a == t0 else f"{p.name} (from {a / 1000:g} s)"
+                out.append(Phase(name, b - a, r(a), r(b), measured=lo <= a and b <= hi))
+            t0 = t1
+        return RateProfile(self.name, tuple(out))
+
     def to_dict(self) -> dict:
         starts = self.phase_starts_ms()
         return {"name": self.name, "duration_ms": self.duration_ms,
@@ -215,6 +239,14 @@ def build_profile(name: str, *, basis_eps: float, peak_eps: float, quick: bool =
     if not varying:
         prof = prof.flattened(basis_eps)
     return prof
+
+
+def whole_run_profile(duration_ms: int, events: int) -> RateProfile:
+    """A run with no rate profile to follow (a constant-rate or pulled replay, or a converted
+    dataset): one measured phase of `duration_ms` at the run's mean rate."""
+    duration_ms = max(int(duration_ms), 1)
+    rate = max(events, 1) * 1000.0 / duration_ms
+    return RateProfile("whole run", (Phase("run", duration_ms, rate, rate, measured=True),))
 
 
 def profile_from_dict(data: dict) -> RateProfile:

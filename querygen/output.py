@@ -1,4 +1,5 @@
-"""Writing generated specs to disk, never over an existing file, and describing what was written.
+"""Writing generated specs to disk, never over an existing file, never half-written (kit.atomic),
+and describing what was written.
 
 `Written` is what the CLI's summary table shows: one row per file.
 """
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.workload import PairsAux, StrategySet, Suite, Workload, write_spec
-from querygen.strategies import generate_strategies
+from kit.atomic import atomic_write
+from kit.workload import PairsAux, StrategySet, Suite, Workload, to_xml
+from querygen.strategies import generate_strategies, with_strategy_count
 from querygen.suites import build_suite
 
 
@@ -42,10 +44,17 @@ def describe(spec: StrategySet | Suite | Workload, path: Path, aux: PairsAux | N
     return Written(path, "workload", spec.name, 1, len(spec.queries), ", ".join(kinds))
 
 
-def write_strategies(aux: PairsAux, seed: int, out: Path) -> Written:
-    """Generate the strategies for `aux` with `default_rng(seed)` and write them to `out` (must not exist)."""
+def write_strategies(aux: PairsAux, seed: int, out: Path, count: int | None = None) -> Written:
+    """Generate the strategies for `aux` (`count` of them, default the aux file's number) with
+    `default_rng(seed)` and write them to `out` (must not exist)."""
+    aux = with_strategy_count(aux, count)
     spec = generate_strategies(aux, np.random.default_rng(seed), seed=seed)
-    return describe(spec, write_spec(spec, out), aux)
+    return describe(spec, _write(spec, out), aux)
+
+
+def _write(spec: StrategySet | Suite, out: Path) -> Path:
+    """The spec's XML at `out`, atomically (kit.atomic): never over a file, never half-written."""
+    return atomic_write(Path(out), to_xml(spec))
 
 
 def default_strategies_name(aux: PairsAux, seed: int) -> str:
@@ -54,5 +63,5 @@ def default_strategies_name(aux: PairsAux, seed: int) -> str:
 
 def write_suite(name: str, quick: bool, out: Path) -> Written:
     spec = build_suite(name, quick)
-    return describe(spec, write_spec(spec, out))
+    return describe(spec, _write(spec, out))
 

@@ -12,6 +12,8 @@ pair ("each with its own parameters").
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from kit.errors import CepkitError
@@ -38,7 +40,8 @@ def assign_pairs(aux: PairsAux, rng: np.random.Generator) -> list[Correlation]:
     if len(out) < count:
         capacity = sum(len(aux.market_pairs(m)) for m in range(aux.markets)) * aux.max_strategies_per_pair
         raise CepkitError(f"{count} strategies do not fit the dataset: {len(aux.correlations)} correlated pairs "
-                          f"x {aux.max_strategies_per_pair} strategies per pair = {capacity}")
+                          f"x {aux.max_strategies_per_pair} strategies per pair = {capacity}; ask for at most "
+                          f"{capacity} (querygen pairs --count, config pairs.strategies)")
     return out
 
 
@@ -63,6 +66,15 @@ def generate_strategies(aux: PairsAux, rng: np.random.Generator, *, seed: int) -
                                         period_length=period, num_periods=num_periods, bands_multiplier=bands,
                                         stop_loss_perc=stop_loss))
     return StrategySet(scale_factor=aux.scale_factor, seed=seed, strategies=tuple(strategies))
+
+
+def with_strategy_count(aux: PairsAux, count: int | None) -> PairsAux:
+    """`aux` asking for `count` strategies instead of its own `num_strategies` (None: unchanged)."""
+    if count is None:
+        return aux
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise CepkitError(f"strategy count must be a positive integer, got {count!r}")
+    return dataclasses.replace(aux, num_strategies=count)
 
 
 def strategies_for(aux: PairsAux, seed: int) -> StrategySet:

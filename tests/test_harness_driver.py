@@ -213,6 +213,36 @@ def test_rate_pacing_stamps_offsets_over_the_rate(micro2):
     assert np.array_equal(got.column("TS").to_numpy(), drv.run_start_wall_ms + (i * 1000) // 50_000)
 
 
+def test_pull_pacing_releases_only_as_fast_as_the_engine_reads(ticks):
+    """`pacing="pull"`: at most `pull_window_events` released ahead of the reads, all in order."""
+    window = 1_000
+    cfg = DriverConfig(ticks, pacing="pull", stamp="send", pull_window_events=window, **FAST)
+    want = read_files(ticks, "ticks-*.parquet")
+    with Driver(cfg) as drv, DriverClient(port=drv.port) as c:
+        parts, pulled, ahead = [], 0, []
+        total = c.info()["total_events"]
+        while pulled < total:
+            n = c.latest_offset(after=pulled, wait_ms=2000)
+            ahead.append(n - pulled)
+            part = c.read(pulled, min(n, pulled + 700))    # a slow engine: less than the window per read
+            parts.append(part)
+            pulled += part.num_rows
+            time.sleep(0.001)
+        assert drv.wait_finished(10)
+        stats = c.stats()
+    got = pa.concat_tables(parts)
+    assert got.num_rows == want.num_rows == stats["released"]
+    assert got.column("tickTS").to_pylist() == want.column("tickTS").to_pylist()
+    assert max(ahead) <= window and min(ahead) > 0
+    ts = got.column("TS").to_numpy()
+    assert np.all(np.diff(ts) >= 0) and ts[-1] - ts[0] > 0      # stamped on release, over the reads
+
+
+def test_pull_pacing_needs_send_stamps(ticks):
+    with pytest.raises(CepkitError, match="stamp"):
+        DriverConfig(ticks, pacing="pull")
+
+
 # ---- pacing: nothing early -----------------------------------------------------------------------
 
 def test_nothing_is_released_before_its_scheduled_time(micro2):
@@ -451,7 +481,7 @@ def test_out_of_order_rows_stop_the_run_with_the_file_named(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(pacing="fast"), "pacing: must be one of tickts, rate"),
+    (dict(pacing="fast"), "pacing: must be one of tickts, rate, pull"),
     (dict(pacing="rate"), "rate_eps: must be a positive number"),
     (dict(rate_eps=10.0), "rate_eps: only applies with pacing 'rate'"),
     (dict(speed=0), "speed: must be a positive number"),

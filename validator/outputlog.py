@@ -35,6 +35,7 @@ from kit.records import RecordSchema
 KIND = "cepkit.output-log"
 SCHEMA_VERSION = 1
 FORMATS = ("parquet", "csv")
+PACINGS = ("tickts", "rate", "pull")
 LOG_NAME = "output-log.json"
 ARRIVAL_TS, INGEST_TS, BATCH_ID, INPUT_TS = "arrivalTS", "ingestTS", "batchId", "inputTS"
 # The harness sink's stamps: every one is a wall-clock long (batchId a long id).
@@ -58,6 +59,9 @@ class Clocks:
     run_start_wall_ms: int
     sim_start_ms: int
     speed: float = 1.0
+    # "tickts": events were released at their recorded times / speed, so the dataset's rate profile
+    # is the run's time axis; "rate" or "pull": no such relation, the axis is wall time.
+    pacing: str = "tickts"
 
     def __post_init__(self) -> None:
         for name in ("run_start_wall_ms", "sim_start_ms"):
@@ -81,7 +85,7 @@ class Clocks:
 
     def to_dict(self) -> dict:
         return {"run_start_wall_ms": int(self.run_start_wall_ms), "sim_start_ms": int(self.sim_start_ms),
-                "speed": float(self.speed)}
+                "speed": float(self.speed), "pacing": self.pacing}
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,10 @@ def _clocks(lpath: Path, meta: dict) -> Clocks:
     speed = meta.get("speed", 1.0)
     if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not speed > 0 or not math.isfinite(speed):
         raise at(lpath, "speed", f"expected a positive number, got {speed!r}")
-    return Clocks(meta["run_start_wall_ms"], meta["sim_start_ms"], float(speed))
+    pacing = meta.get("pacing", "tickts" if "speed" in meta else "rate")
+    if pacing not in PACINGS:
+        raise at(lpath, "pacing", f"expected one of {', '.join(PACINGS)}, got {pacing!r}")
+    return Clocks(meta["run_start_wall_ms"], meta["sim_start_ms"], float(speed), pacing)
 
 
 def _stream_files(lpath: Path, name: str, entry, fmt: str) -> list[Path]:

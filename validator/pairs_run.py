@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
-from kit.profiles import profile_from_dict
+from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import read_strategies
 from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
-from validator.outputlog import read_output_log, read_resources
+from validator.outputlog import INPUT_TS, Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
 from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
 from validator.ticks import read_manifest
@@ -36,6 +37,8 @@ class PairsValidation:
     out_dir: Path
     log: Path | None = None
     chart_strategy: str | None = None
+    # The measurement interval in ms on the run's time axis; None ends: the profile's (see run_profile).
+    measure_ms: tuple[int | None, int | None] = (None, None)
 
     def __post_init__(self) -> None:
         if not Path(self.data_dir).is_dir():
@@ -66,6 +69,32 @@ def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyC
     return StrategyChart(strategy, ind[ind.strategy == strategy], orders[orders.strategy == strategy])
 
 
+def run_profile(manifest: dict, clocks: Clocks | None, outputs, measure_ms=(None, None)) -> RateProfile | None:
+    """The time axis outputs are placed on, and its measurement interval (specs/VALIDATION.md).
+
+    A run paced by the dataset's times follows the dataset's rate profile, or for a dataset with
+    none (converted from a user's CSV) one phase spanning its recorded times; a run at a constant
+    rate or pulled by the engine has no such relation, so its axis is wall time since the run
+    start and the profile is the whole run (up to the last output's inputTS). `measure_ms` moves
+    the measurement interval; without it the profile's measured phases (all of a whole run) count.
+    """
+    recorded = clocks is None or clocks.pacing == "tickts"
+    if recorded and isinstance(manifest.get("profile"), dict):
+        profile = profile_from_dict(manifest["profile"])
+    elif recorded and isinstance(manifest.get("last_epoch_ms"), int):
+        span = manifest["last_epoch_ms"] - int(manifest["start_epoch_ms"]) + 1
+        profile = whole_run_profile(span, int(manifest.get("total_rows") or 1))
+    elif clocks is not None:
+        last = max((float(np.nanmax(clocks.run_ms(df[INPUT_TS].astype("float64").to_numpy())))
+                    for df in outputs if len(df) and df[INPUT_TS].notna().any()), default=0.0)
+        profile = whole_run_profile(int(last) + 1, int(manifest.get("total_rows") or 1))
+    else:
+        return None
+    if measure_ms != (None, None):
+        profile = profile.with_measurement(*measure_ms)
+    return profile
+
+
 def validate_pairs(v: PairsValidation) -> PairsOutcome:
     spec = read_strategies(v.strategies_file)
     params = [StrategyParams.of(s) for s in spec.strategies]
@@ -73,7 +102,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
     ref = compute_reference(Path(v.data_dir), params, count_from_ms=int(manifest["start_epoch_ms"]))
     expected = {"Indicator": ref.indicators.drop(columns="inputOffset"),
                 "MarketOrder": ref.orders.drop(columns="inputOffset")}
-    profile = profile_from_dict(manifest["profile"])
+    profile = run_profile(manifest, None, (), v.measure_ms)
     out = Path(v.out_dir)
     (out / "expected").mkdir(parents=True, exist_ok=False)
     for name, df in expected.items():
@@ -84,6 +113,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
     if v.log is not None:
         log = read_output_log(v.log, SCHEMAS)
         clocks = log.clocks
+        profile = run_profile(manifest, clocks, [log.stream(name) for name in SCHEMAS], v.measure_ms)
         for name, schema in SCHEMAS.items():
             engine = log.stream(name)
             comparisons.append(compare_stream(expected[name], engine, schema, PAIRS_KEYS[name]))

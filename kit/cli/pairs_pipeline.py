@@ -84,7 +84,7 @@ def prepare_inputs(req: PairsRunRequest, stage: Stage, data_progress=None) -> tu
         shutil.copyfile(req.strategies_file, strategies)
     else:
         stage("querygen: strategies")
-        write_strategies(load_aux(data / "pairs-aux.json"), cfg.pairs.seed, strategies)
+        write_strategies(load_aux(data / "pairs-aux.json"), cfg.pairs.seed, strategies, cfg.pairs.strategies)
     if req.strategy_limit is not None:
         spec = read_strategies(strategies)
         if req.strategy_limit < len(spec.strategies):
@@ -94,12 +94,22 @@ def prepare_inputs(req: PairsRunRequest, stage: Stage, data_progress=None) -> tu
 
 
 def driver_config(cfg: Config, data: Path):
+    """The driver's pacing for `run.replay`: the data's recorded times scaled by `run.speed`, a
+    constant `run.replay_rate_eps`, or as fast as the engine pulls (send stamps: no due times)."""
     from harness.config import DriverConfig
 
+    r = cfg.run
+    pacing = {"recorded": dict(pacing="tickts", speed=r.speed, stamp=r.stamp),
+              "constant": dict(pacing="rate", rate_eps=r.replay_rate_eps, stamp=r.stamp),
+              "pull": dict(pacing="pull", stamp="send")}[r.replay]
     # Pairs windows are over tickTS, which the driver never rewrites: no need to wait for a whole
     # minute to align the run start (specs/DRIVER.md, Clocks).
-    return DriverConfig(dataset_dir=data, pacing="tickts", speed=cfg.run.speed, stamp=cfg.run.stamp,
-                        align_ms=1000, hold=True)
+    return DriverConfig(dataset_dir=data, align_ms=1000, hold=True, **pacing)
+
+
+def measure_ms(cfg: Config) -> tuple[int | None, int | None]:
+    """`run.measure_from_s` / `run.measure_to_s` in ms (None where unset)."""
+    return tuple(None if v is None else int(round(v * 1000)) for v in (cfg.run.measure_from_s, cfg.run.measure_to_s))
 
 
 def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver, output_schemas: dict,
@@ -118,18 +128,31 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver, output_sc
         startup_timeout_s=cfg.run.startup_timeout_s, drain_timeout_s=cfg.run.drain_timeout_s)
 
 
-def backlog_limit_events(cfg: Config, data: Path) -> int:
-    """q^b in events: max_backlog_s seconds of input at the dataset's mean rate."""
-    from validator.ticks import read_manifest
+def mean_release_eps(cfg: Config, manifest: dict) -> float | None:
+    """Events per wall second the driver releases on average; None when the engine sets the pace."""
+    if cfg.run.replay == "pull":
+        return None
+    if cfg.run.replay == "constant":
+        return float(cfg.run.replay_rate_eps)
+    rows = int(manifest["total_rows"])
+    if isinstance(manifest.get("profile"), dict):
+        span_ms = manifest["profile"]["duration_ms"]
+    else:                    # a converted dataset: its recorded span
+        span_ms = int(manifest["last_epoch_ms"]) - int(manifest["start_epoch_ms"]) + 1
+    return rows / max(span_ms / 1000.0, 1e-9) * cfg.run.speed
 
-    m = read_manifest(data)
-    mean_eps = m["total_rows"] / max(m["profile"]["duration_ms"] / 1000.0, 1e-9)
-    return max(1000, int(cfg.run.max_backlog_s * mean_eps * cfg.run.speed))
+
+def backlog_limit_events(cfg: Config, manifest: dict) -> int | None:
+    """q^b in events: max_backlog_s seconds of input at the mean release rate (none when pulled:
+    the driver is never more than its pull window ahead)."""
+    eps = mean_release_eps(cfg, manifest)
+    return None if eps is None else max(1000, int(cfg.run.max_backlog_s * eps))
 
 
 def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, data_progress=None,
                        on_progress=None) -> PairsRunOutcome:
     from harness.engine_run import run_engine
+    from validator.ticks import read_manifest
     from kit.records import INDICATOR, MARKET_ORDER
     from translators.output import write_program
     from translators.registry import engine_module
@@ -146,17 +169,18 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     translation = PairsTranslation.from_file(strategies, cfg.run.plan)
     program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
 
-    stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}")
+    manifest = read_manifest(data)
+    stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}, {_replay_text(cfg, manifest)}")
     spec = engine_run_spec(cfg, program, run / "engine", driver_config(cfg, data),
                            {"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
-                           backlog_limit_events(cfg, data))
-    result = run_engine(spec, on_progress=_with_phase(on_progress, data))
+                           backlog_limit_events(cfg, manifest))
+    result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest))
 
     if result.status != "completed":      # an unsustainable run's partial output proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
     stage("validate: reference answers, comparison, latency, pscore")
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
-                                             req.chart_strategy))
+                                             req.chart_strategy, measure_ms(cfg)))
     verdict = outcome.verdict if result.status == "completed" else "FAILED"
     return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
                            outcome.pscore, outcome.p99_ms, result)
@@ -171,13 +195,27 @@ class RunProgress:
     duration_ms: int
 
 
-def _with_phase(on_progress, data: Path):
+def _replay_text(cfg: Config, manifest: dict) -> str:
+    if cfg.run.replay == "pull":
+        return "as fast as the engine pulls"
+    eps = mean_release_eps(cfg, manifest)
+    if cfg.run.replay == "constant":
+        return f"{eps:,.0f} ev/s constant"
+    return f"recorded pace x {cfg.run.speed:g} (mean {eps:,.0f} ev/s)"
+
+
+def _with_phase(on_progress, cfg: Config, manifest: dict):
     if on_progress is None:
         return None
-    from kit.profiles import profile_from_dict
-    from validator.ticks import read_manifest
+    from kit.profiles import profile_from_dict, whole_run_profile
 
-    profile = profile_from_dict(read_manifest(data)["profile"])
+    if cfg.run.replay == "recorded" and isinstance(manifest.get("profile"), dict):
+        profile = profile_from_dict(manifest["profile"])
+    else:    # no profile to follow: one phase "run" (its length is only an estimate when pulled)
+        eps = mean_release_eps(cfg, manifest)
+        rows = int(manifest["total_rows"])
+        span_ms = int(rows / eps * 1000) if eps else 1
+        profile = whole_run_profile(span_ms * (cfg.run.speed if cfg.run.replay == "recorded" else 1), rows)
     starts = profile.phase_starts_ms()
 
     def callback(snap) -> None:

@@ -20,12 +20,14 @@ def register(sub, name: str, help_text: str) -> None:
     gens.required = True
 
     pairs = gens.add_parser("pairs", help="Pairs strategies from a dataset's auxiliary file",
-                            description="Write the strategies XML (thesis B.2): 25 x SF strategies over the "
-                                        "dataset's correlated pairs, parameters drawn from Table B.1.")
+                            description="Write the strategies XML (thesis B.2): 25 x SF strategies (or --count) over "
+                                        "the dataset's correlated pairs, parameters drawn from Table B.1.")
     add_config_options(pairs)
     pairs.add_argument("--aux", required=True, metavar="PATH",
                        help="pairs-aux.json, or the dataset directory that holds it")
     pairs.add_argument("--seed", type=int, help="random seed (default: the dataset's seed)")
+    pairs.add_argument("--count", type=int, metavar="N",
+                       help="number of strategies (default: pairs.strategies, else the aux file's 25 x SF)")
     pairs.add_argument("--out", metavar="FILE", help="output file (must not exist); default: a new file under "
                                                      "paths.querygen_dir")
     pairs.set_defaults(handler=run_pairs)
@@ -81,7 +83,8 @@ def run_pairs(args: argparse.Namespace) -> int:
         raise CepkitError(f"--seed must be >= 0, got {seed}")
     out = Path(args.out) if args.out else fresh_path(Path(config.paths.querygen_dir),
                                                       default_strategies_name(aux, seed))
-    _show([write_strategies(aux, seed, out)], "querygen pairs: wrote")
+    count = args.count if args.count is not None else config.pairs.strategies
+    _show([write_strategies(aux, seed, out, count)], "querygen pairs: wrote")
     return 0
 
 
