@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from kit.errors import CepkitError
-from kit.profiles import adaptivity_profile, build_profile, constant_profile, standard_profile
+from kit.profiles import (adaptivity_profile, build_profile, constant_profile, standard_profile,
+                          whole_run_profile)
 
 
 def test_standard_shape_and_measurement_interval():
@@ -59,3 +60,35 @@ def test_bad_profiles():
         build_profile("sawtooth", basis_eps=1, peak_eps=1)
     with pytest.raises(CepkitError, match="zero"):
         constant_profile(0.0, 1000)
+
+
+def test_with_measurement_splits_phases_and_keeps_the_rates():
+    p = build_profile("standard", basis_eps=100, peak_eps=150, quick=True)
+    q = p.with_measurement(10_000, 50_000)
+    assert q.measurement_window() == (10_000, 50_000)
+    assert q.duration_ms == p.duration_ms
+    assert q.expected_events == pytest.approx(p.expected_events)
+    t = np.arange(0, p.duration_ms, 997)
+    assert np.allclose(q.rate_at(t), p.rate_at(t))
+    # The decline phase (1 s to 31 s, 150 -> 100 ev/s) is cut at 10 s: 150 - 50 * 9/30 = 135 ev/s.
+    cut = next(ph for ph in q.phases if ph.name == "decline (from 10 s)")
+    assert cut.measured and cut.start_rate_eps == pytest.approx(135.0)
+    # Open ends: the profile's start / end.
+    assert p.with_measurement(None, 5_000).measurement_window() == (0, 5_000)
+    assert p.with_measurement(120_000, None).measurement_window() == (120_000, p.duration_ms)
+
+
+def test_with_measurement_past_the_end_extends_the_last_phase():
+    p = constant_profile(10.0, 1_000)
+    q = p.with_measurement(500, 3_000)
+    assert q.duration_ms == 3_000 and q.measurement_window() == (500, 3_000)
+    assert q.phases[-1].start_rate_eps == q.phases[-1].end_rate_eps == 10.0
+    with pytest.raises(CepkitError, match="empty"):
+        p.with_measurement(700, 700)
+
+
+def test_whole_run_profile_is_one_measured_phase():
+    p = whole_run_profile(5_000, 100)
+    assert p.measurement_window() == (0, 5_000)
+    assert p.expected_events == pytest.approx(100)
+    assert whole_run_profile(0, 0).duration_ms == 1       # never an empty profile

@@ -20,7 +20,13 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--quick", action="store_true", help="the quick rate profile: the standard shape in ~2 minutes")
     p.add_argument("--plan", choices=("shared", "per-strategy"), help="plan mode (run.plan)")
     p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
-    p.add_argument("--data", metavar="DIR", help="replay this existing dataset instead of generating one")
+    p.add_argument("--data", metavar="DIR", help="replay this existing dataset (generated, or converted from a CSV) "
+                                                 "instead of generating one")
+    p.add_argument("--replay", choices=("recorded", "constant", "pull"),
+                   help="pace the data at its recorded times x --speed (default), at a constant --rate, or as "
+                        "fast as the engine pulls (run.replay)")
+    p.add_argument("--speed", type=float, metavar="X", help="recorded replay: simulated ms per wall ms (run.speed)")
+    p.add_argument("--rate", type=float, metavar="EPS", help="constant replay: events per second (run.replay_rate_eps)")
     p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
     p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
@@ -38,6 +44,12 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"run.plan={args.plan!r}")
     if args.master:
         out.append(f"run.master={args.master!r}")
+    if args.replay:
+        out.append(f"run.replay={args.replay!r}")
+    if args.speed is not None:
+        out.append(f"run.speed={args.speed!r}")
+    if args.rate is not None:
+        out.append(f"run.replay_rate_eps={args.rate!r}")
     return out
 
 
@@ -64,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
     con.print(f"engine run: [{status}]{outcome.status}[/]" + (f" ({outcome.message})" if outcome.message else ""))
     colour = "green" if outcome.verdict == "PASSED" else "red"
     con.print(f"validation: [bold {colour}]{outcome.verdict}[/]")
-    if outcome.p99_ms is not None:
-        con.print(f"p99 event-time latency of MarketOrder in the measurement interval: {outcome.p99_ms:,.0f} ms")
-    con.print(f"pscore: {outcome.pscore:.2f}" if outcome.pscore is not None else "pscore: not computed")
+    if outcome.report:
+        # The p99 and pscore with their order count and 95 % interval, worded by the validator.
+        from validator.report import pscore_lines_from_summary
+        for line in pscore_lines_from_summary(Path(outcome.report).parent / "summary.json"):
+            con.print(line, markup=False)
+    else:
+        con.print("pscore: not computed")
     if outcome.report:
         con.print(f"report: {outcome.report}")
     con.print(f"run directory: {outcome.run_dir}")
