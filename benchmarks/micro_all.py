@@ -4,8 +4,10 @@ For each quick suite of specs/suites/ (or --suites), each workload (or the first
 each) gets the sustainable-throughput search of kit/cli/sustainable.py: fixed-rate runs, doubling
 then bisecting the rate, backlog thresholds q^a (steady state) and q^b (abort), a confirming run
 at 90 % of the found rate, validated. Prints one table: suite, workload, parameters, max
-sustainable throughput (events/s, all streams), p50/p99 event-time latency, peak RSS and peak
-state-store memory of the best sustainable step. Every step's run directory stays under --runs.
+sustainable throughput (events/s, all streams), p50/p99 event-time latency with the number of
+latencies behind them (the p99 with its 95 % interval, or saying it is merely the maximum of too
+few), peak RSS and peak state-store memory of the best sustainable step. Every step's run
+directory stays under --runs.
 
 `--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
 way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
@@ -29,10 +31,11 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from kit.cli.micro_cmd import SUITE_NAMES  # noqa: E402
-from kit.cli.micro_pipeline import MicroSuiteRequest, run_micro_suite  # noqa: E402
+from kit.cli.micro_pipeline import MicroSuiteRequest, p99_detail, run_micro_suite  # noqa: E402
 from kit.cli.sustainable import SearchConfig  # noqa: E402
 from kit.paths import SPECS_DIR, fresh_path  # noqa: E402
 from kit.workload import TableJoin, TimeWindowAggregation, read_suite  # noqa: E402
+from validator.micro_report import p99_cell  # noqa: E402
 
 # name: (suite, settings, which of its workloads)
 VARIANTS = {
@@ -91,7 +94,7 @@ def main() -> int:
     if starts is None:
         ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
     head = ("suite", "workload", "query", "parameters", "max sustainable ev/s", "lowest failing ev/s",
-            "confirmed", "p50 ms", "p99 ms", "peak RSS MiB", "state MiB", "steps")
+            "confirmed", "latencies", "p50 ms", "p99 ms (95 % CI)", "peak RSS MiB", "state MiB", "steps")
     # Rows are printed as each suite finishes, so a long run shows its table as it goes.
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
@@ -118,10 +121,13 @@ def main() -> int:
             # Unconfirmed (the 90 % run fell behind): the best step's rate, marked "no".
             found = r.sustainable_eps if r.sustainable_eps is not None else (best.rate_eps if best else None)
             failing = r.lowest_failing_eps()
+            detail = p99_detail(best)
             cells = (label, w.name, _query_kinds(w), ", ".join(f"{p.name}={p.value}" for p in w.params),
                      _fmt(None if found is None else found * streams, ",.0f"),
                      _fmt(None if failing is None else failing * streams, ",.0f"), "yes" if r.confirmed else "no",
-                     _fmt(best.p50_ms if best else None, ","), _fmt(best.p99_ms if best else None, ","),
+                     _fmt(detail["latency_count"], ","), _fmt(best.p50_ms if best else None, ","),
+                     p99_cell(best.p99_ms if best else None, detail["latency_count"], detail["p99_ci_low_ms"],
+                              detail["p99_ci_high_ms"], missing="-"),
                      _fmt(best.peak_rss_mib if best else None, ",.0f"),
                      _fmt(best.state_mib if best else None, ",.1f"), str(len(r.steps)))
             print("| " + " | ".join(cells) + " |", flush=True)

@@ -4,7 +4,9 @@ For each plan mode the scale factor doubles until the run's p99 latency passes 2
 stopped as unsustainable (backlog above q^b), or --max-sf is reached. Each run is a full
 `cepkit pairs` pipeline (fresh data, strategies, program, run, validation) in its own directory
 under --runs. Prints one table: SF, mean/peak input rate, strategies, p50/p99 event-time latency
-(Indicator and MarketOrder rows in the measurement interval), pscore, CPU, RSS, verdict.
+(Indicator and MarketOrder rows in the measurement interval) with the number of latencies behind
+them, the MarketOrder p99 with its order count, pscore, CPU, RSS, verdict. A p99 shows its 95 %
+interval and says when it is merely the maximum of too few values (validator.order_stats).
 
     .venv/bin/python benchmarks/pairs_sweep.py [--plans shared,per-strategy] [--max-sf 64]
            [--runs runs/sweep] [--per-strategy-limit N | --strategy-limit N] [--set KEY=VALUE ...]
@@ -27,14 +29,16 @@ from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline  # noqa: 
 from kit.config import load_config  # noqa: E402
 from kit.paths import REPO_ROOT, fresh_path  # noqa: E402
 from kit.profiles import profile_from_dict  # noqa: E402
-from validator.latency import measurement_mask, latency_stats, event_time_latency_ms  # noqa: E402
+from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,  # noqa: E402
+                               measurement_mask)
+from validator.order_stats import percentile_text  # noqa: E402
 from validator.outputlog import read_output_log  # noqa: E402
 
 P99_LIMIT_MS = 2000.0
 
 
-def _latency(run_dir: Path, manifest: dict) -> tuple[float | None, float | None]:
-    """p50/p99 event-time latency of every output row whose input is in the measurement interval."""
+def _latency(run_dir: Path, manifest: dict) -> LatencyStats | None:
+    """Event-time latency of every output row whose input is in the measurement interval."""
     log = read_output_log(run_dir / "engine" / "outputs")
     profile = profile_from_dict(manifest["profile"])
     lat = []
@@ -44,10 +48,17 @@ def _latency(run_dir: Path, manifest: dict) -> tuple[float | None, float | None]
             mask = measurement_mask(rows["inputTS"].to_numpy(np.int64), profile, log.clocks)
             lat.append(event_time_latency_ms(rows[mask]))
     values = np.concatenate(lat) if lat else np.array([])
-    if len(values) == 0:
-        return None, None
-    s = latency_stats(values)
-    return s.p50_ms, s.p99_ms
+    return latency_stats(values) if len(values) else None
+
+
+def _order_p99(run_dir: Path) -> str | None:
+    """The pscore's MarketOrder p99 with its order count and interval, from the validation summary."""
+    path = run_dir / "report" / "summary.json"
+    pscore = json.loads(path.read_text()).get("pscore") if path.exists() else None
+    if pscore is None:
+        return None
+    p = Pscore(**pscore).p99
+    return f"{p.n:,} orders: {percentile_text(p, unit='', short=True)}"
 
 
 def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
@@ -61,10 +72,14 @@ def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | N
     duration_s = manifest["profile"]["duration_ms"] / 1000
     eng = outcome.engine
     strategies = (run_dir / "strategies.xml").read_text().count("<PairsStrategy ")
-    p50, p99 = _latency(run_dir, manifest) if outcome.status != "failed" else (None, None)
+    stats = _latency(run_dir, manifest) if outcome.status != "failed" else None
+    p50, p99 = (None, None) if stats is None else (stats.p50_ms, stats.p99_ms)
     return {"sf": sf, "plan": plan, "mean_eps": manifest["total_rows"] / duration_s,
             "peak_eps": manifest["scale"]["peak_rate_eps"], "strategies": strategies, "p50_ms": p50, "p99_ms": p99,
-            "order_p99_ms": outcome.p99_ms, "pscore": outcome.pscore, "cpu": eng.mean_cpu_percent,
+            "latencies": None if stats is None else stats.count,
+            "p99": None if stats is None else percentile_text(stats.percentile("p99"), unit="", short=True),
+            "order_p99_ms": outcome.p99_ms, "order_p99": _order_p99(run_dir), "pscore": outcome.pscore,
+            "cpu": eng.mean_cpu_percent,
             "rss_mib": (eng.peak_rss_bytes or 0) / 2**20, "status": outcome.status, "verdict": outcome.verdict,
             "wall_s": time.time() - started, "run": str(run_dir)}
 
@@ -96,13 +111,14 @@ def main() -> int:
             if row["status"] != "completed" or (row["p99_ms"] or 0) > P99_LIMIT_MS:
                 break
             sf *= 2
-    head = ("plan", "SF", "in ev/s (mean/peak)", "strategies", "p50 ms", "p99 ms", "order p99 ms", "pscore",
-            "CPU %", "RSS MiB", "run", "verdict")
+    head = ("plan", "SF", "in ev/s (mean/peak)", "strategies", "latencies", "p50 ms", "p99 ms (95 % CI)",
+            "order p99 ms (95 % CI)", "pscore", "CPU %", "RSS MiB", "run", "verdict")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         print(f"| {r['plan']} | {r['sf']} | {r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
-              f"{_fmt(r['p50_ms'], ',.0f')} | {_fmt(r['p99_ms'], ',.0f')} | {_fmt(r['order_p99_ms'], ',.0f')} | "
+              f"{_fmt(r['latencies'], ',')} | {_fmt(r['p50_ms'], ',.0f')} | {r['p99'] or '-'} | "
+              f"{r['order_p99'] or _fmt(r['order_p99_ms'], ',.0f')} | "
               f"{_fmt(r['pscore'], '.2f')} | {_fmt(r['cpu'], '.0f')} | {r['rss_mib']:,.0f} | {r['status']} | "
               f"{r['verdict']} |")
     return 0

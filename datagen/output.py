@@ -1,8 +1,8 @@
 """Where generated datasets land and how they are written.
 
 A dataset is written into a hidden staging directory next to its final place and renamed into
-place only when complete, so an interrupted run never leaves a directory that looks finished and
-never touches an earlier dataset. Rows go to `file_count` files (Parquet or CSV) split at given
+place only when complete (`kit.atomic.StagedDir`, re-exported here), so an interrupted run never
+leaves a directory that looks finished and never touches an earlier dataset. Rows go to `file_count` files (Parquet or CSV) split at given
 time boundaries; each file's sha256 and row count go into `manifest.json`.
 """
 
@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +17,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kit.errors import CepkitError
+from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directory lives in kit.atomic)
 
-MANIFEST_KIND = "cepkit.datagen-manifest"
-MANIFEST_SCHEMA_VERSION = 1
-MANIFEST_FILE = "manifest.json"
+# The manifest's constants belong to its one reader, kit.manifest; re-exported for the generators.
+from kit.manifest import FILE_NAME as MANIFEST_FILE  # noqa: F401
+from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
+from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
 
 ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
 
@@ -44,33 +42,6 @@ class GeneratedDataset:
 
 def arrow_schema(record_schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in record_schema.fields])
-
-
-class StagedDir:
-    """Context manager: write into a staging dir, rename to `final` on success, delete on failure."""
-
-    def __init__(self, final: Path):
-        self.final = Path(final)
-        if self.final.exists():
-            raise CepkitError(f"{self.final}: output directory already exists; refusing to overwrite it")
-
-    def __enter__(self) -> Path:
-        self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.partial-", dir=self.final.parent))
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        if self.final.exists():
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise CepkitError(f"{self.final}: appeared while generating; refusing to overwrite it")
-        # mkdtemp makes the staging dir owner-only; the dataset gets the usual umask permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.tmp, 0o777 & ~umask)
-        os.rename(self.tmp, self.final)
 
 
 class SplitWriter:

@@ -2,8 +2,9 @@
 
 The driver never holds a whole run in memory (the standard Pairs run has 45 M ticks): it reads the
 files that `manifest.json` lists, in their listed order, through pyarrow's streaming readers
-(Parquet row batches, CSV blocks). Only the documented layout is used (specs/DATA.md,
-specs/datagen-micro.md), never the generators' code:
+(Parquet row batches, CSV blocks). The manifest is read and its files verified by `kit.manifest`
+(paths confined to the dataset directory, sizes, row counts, sha256 unless `verify=False`). Only
+the documented layout is used (specs/DATA.md, specs/datagen-micro.md), never the generators' code:
 
 - a manifest with a `streams` list is a microbenchmark dataset: stream `Si` has files of `ID`,
   `A1..AN`, `TS` (TS = scheduled time on the simulated clock);
@@ -17,7 +18,6 @@ row; a `stream` column then names each event's stream.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,10 +29,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
+from kit.manifest import FILE_NAME as MANIFEST
+from kit.manifest import Manifest, Progress, csv_value_error, read_manifest
 from kit.records import STOCK_TICK, STOCK_TICK_FILE, RecordSchema, micro_event
 
-MANIFEST = "manifest.json"
-MANIFEST_KIND = "cepkit.datagen-manifest"
 TICKS_STREAM = STOCK_TICK.name        # the one stream of a tick dataset
 STREAM_COLUMN = "stream"              # added when several micro streams are merged
 TS_COLUMN = "TS"
@@ -87,27 +87,21 @@ class Dataset:
         return self.out_schema.get_field_index(TS_COLUMN)
 
 
-def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = ()) -> Dataset:
-    """Check a dataset directory and its manifest; select `streams` (empty: all)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise CepkitError(f"{directory}: dataset directory not found")
-    mpath = directory / MANIFEST
-    manifest = _read_manifest(mpath)
-    fmt = manifest.get("format")
-    if fmt not in ("parquet", "csv"):
-        raise at(mpath, "format", f"expected 'parquet' or 'csv', got {fmt!r}")
-    sim_start = manifest.get("start_epoch_ms")
-    if isinstance(sim_start, bool) or not isinstance(sim_start, int):
-        raise at(mpath, "start_epoch_ms", f"expected an integer (epoch ms), got {sim_start!r}")
+def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = (), *, verify: bool = True,
+                 progress: Progress | None = None) -> Dataset:
+    """Check a dataset directory, its manifest and files (`kit.manifest.read_manifest`: `verify=False`
+    skips checksums and CSV row counts); select `streams` (empty: all)."""
+    m = read_manifest(directory, verify=verify, progress=progress)
+    directory, mpath, fmt, sim_start = m.directory, m.path, m.format, m.start_epoch_ms
 
-    if "streams" in manifest:
+    if m.kind == "micro":
         kind, ts_col = "micro", TS_COLUMN
-        available = _micro_streams(mpath, manifest)
-        file_schema = _micro_file_schema(mpath, manifest)
+        available = tuple(StreamFiles(s.name, i + 1, tuple(SourceFile(f.path, f.rows) for f in s.files))
+                          for i, s in enumerate(m.streams))
+        file_schema = _micro_file_schema(m)
     else:
         kind, ts_col = "ticks", "tickTS"
-        available = (StreamFiles(TICKS_STREAM, 1, _files(mpath, manifest.get("files"), "files")),)
+        available = (StreamFiles(TICKS_STREAM, 1, tuple(SourceFile(f.path, f.rows) for f in m.files)),)
         file_schema = arrow_schema(STOCK_TICK_FILE)
 
     by_name = {s.name: s for s in available}
@@ -129,81 +123,52 @@ def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = ()) ->
     return ds
 
 
-def _read_manifest(mpath: Path) -> dict:
-    if not mpath.is_file():
-        raise at(mpath, None, "not found: not a cepkit dataset directory")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise at(mpath, None, f"cannot read: {e}") from None
-    if not isinstance(manifest, dict):
-        raise at(mpath, None, "expected a JSON object")
-    if manifest.get("kind") != MANIFEST_KIND:
-        raise at(mpath, "kind", f"expected {MANIFEST_KIND!r}, got {manifest.get('kind')!r}")
-    if manifest.get("schema_version") != 1:
-        raise at(mpath, "schema_version", f"expected 1, got {manifest.get('schema_version')!r}")
-    return manifest
-
-
-def _files(mpath: Path, entries, where: str) -> tuple[SourceFile, ...]:
-    if not isinstance(entries, list) or not entries:
-        raise at(mpath, where, "expected a non-empty list of files")
-    out = []
-    for i, e in enumerate(entries):
-        name, rows = (e.get("path"), e.get("rows")) if isinstance(e, dict) else (None, None)
-        if not isinstance(name, str) or not name or isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
-            raise at(mpath, f"{where}[{i}]", "expected {\"path\": relative file name, \"rows\": count}")
-        rel = Path(name)
-        if rel.is_absolute() or ".." in rel.parts:
-            raise at(mpath, f"{where}[{i}].path", f"must be a file inside the dataset directory, got {name!r}")
-        out.append(SourceFile(mpath.parent / rel, rows))
-    return tuple(out)
-
-
-def _micro_streams(mpath: Path, manifest: dict) -> tuple[StreamFiles, ...]:
-    entries = manifest["streams"]
-    if not isinstance(entries, list) or not entries:
-        raise at(mpath, "streams", "expected a non-empty list of streams")
-    out = []
-    for i, s in enumerate(entries):
-        if not isinstance(s, dict) or not isinstance(s.get("name"), str):
-            raise at(mpath, f"streams[{i}].name", "expected a stream name")
-        out.append(StreamFiles(s["name"], i + 1, _files(mpath, s.get("files"), f"streams[{i}].files")))
-    return tuple(out)
-
-
-def _micro_file_schema(mpath: Path, manifest: dict) -> pa.Schema:
+def _micro_file_schema(m: Manifest) -> pa.Schema:
     """ID, A1..AN, TS with the same N for every stream (they share one generator config)."""
     widths = set()
-    for i, s in enumerate(manifest["streams"]):
-        cols = s.get("columns")
-        n = len(cols) - 2 if isinstance(cols, list) else -1
+    for s in m.streams:
+        cols = s.columns
+        n = len(cols) - 2 if cols is not None else -1
         if n < 1 or list(cols) != list(micro_event(n).names):
-            raise at(mpath, f"streams[{i}].columns", f"expected ID, A1..AN, TS, got {cols!r}")
+            raise m.error(f"{s.key}.columns", f"expected ID, A1..AN, TS, got {list(cols) if cols else cols!r}")
         widths.add(n)
     if len(widths) != 1:
-        raise at(mpath, "streams", f"streams differ in their number of attributes: {sorted(widths)}")
+        raise m.error("streams", f"streams differ in their number of attributes: {sorted(widths)}")
     return arrow_schema(micro_event(widths.pop()))
 
 
 def _check_file(ds: Dataset, f: SourceFile) -> None:
-    """The file exists; for Parquet also its columns and row count (cheap: metadata only)."""
-    if not f.path.is_file():
-        raise at(f.path, None, f"listed in {MANIFEST} but missing")
+    """A Parquet file's columns and their types (cheap: metadata only; presence and row counts
+    were checked by kit.manifest); a CSV file's header."""
     if ds.format != "parquet":
+        header = _csv_header(f.path)
+        for name in ds.file_schema.names:
+            if name not in header:
+                raise at(f.path, name, f"missing column (the header has {', '.join(header) or 'nothing'})")
         return
     try:
-        meta = pq.ParquetFile(f.path)
+        schema = pq.ParquetFile(f.path).schema_arrow
     except (OSError, pa.ArrowException) as e:
         raise at(f.path, None, f"not a readable Parquet file: {_first_line(e)}") from None
-    names = set(meta.schema_arrow.names)
-    for name in ds.file_schema.names:
-        if name not in names:
-            raise at(f.path, name, "missing column")
-    if meta.metadata.num_rows != f.rows:
-        raise at(f.path, None, f"has {meta.metadata.num_rows} rows but {MANIFEST} says {f.rows}")
+    for fld in ds.file_schema:
+        if fld.name not in schema.names:
+            raise at(f.path, fld.name, "missing column")
+        got = schema.field(fld.name).type
+        value = got.value_type if pa.types.is_dictionary(got) else got
+        ok = (pa.types.is_string(value) or pa.types.is_large_string(value)) if pa.types.is_string(fld.type) \
+            else pa.types.is_integer(got) if pa.types.is_integer(fld.type) \
+            else pa.types.is_integer(got) or pa.types.is_floating(got)
+        if not ok:
+            raise at(f.path, fld.name, f"expected a column of {fld.type}, got {got}")
+
+
+def _csv_header(path: Path) -> list[str]:
+    import csv
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise at(path, 1, f"cannot read the CSV header: {_first_line(e)}") from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -211,24 +176,42 @@ def _first_line(e: BaseException) -> str:
 
 
 def _read_file(ds: Dataset, f: SourceFile, chunk_rows: int) -> Iterator[pa.RecordBatch]:
-    """Batches of one file with exactly `file_schema`'s columns and types."""
+    """Batches of one file with exactly `file_schema`'s columns and types, without nulls; a value
+    that does not convert or a null is an error naming the file and the column."""
     schema = ds.file_schema
+    types = {fld.name: fld.type for fld in schema}
     try:
         if ds.format == "parquet":
             batches = pq.ParquetFile(f.path).iter_batches(batch_size=chunk_rows, columns=schema.names)
         else:
-            types = {fld.name: fld.type for fld in schema}
             # CSV blocks are sized in bytes; ~48 bytes per row keeps them near chunk_rows rows.
             batches = pacsv.open_csv(
                 f.path, read_options=pacsv.ReadOptions(block_size=max(1 << 16, chunk_rows * 48)),
                 convert_options=pacsv.ConvertOptions(column_types=types, include_columns=schema.names))
+        row = 0
         for batch in batches:
+            for n in schema.names:
+                col = batch.column(n)
+                if col.null_count:
+                    i = row + int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                    raise at(f.path, n, f"data row {i + 1}: is empty (null); every event needs a value")
             if batch.schema != schema:
-                batch = pa.RecordBatch.from_arrays(
-                    [batch.column(n).cast(fld.type) for n, fld in zip(schema.names, schema)], schema=schema)
+                batch = pa.RecordBatch.from_arrays([_cast(f, batch.column(n), fld, row) for n, fld in
+                                                    zip(schema.names, schema)], schema=schema)
+            row += batch.num_rows
             yield batch
     except (OSError, pa.ArrowException) as e:
+        if ds.format == "csv" and isinstance(e, pa.ArrowInvalid):
+            raise csv_value_error(f.path, types, e) from None
         raise at(f.path, None, f"cannot read: {_first_line(e)}") from None
+
+
+def _cast(f: SourceFile, col: pa.Array, fld: pa.Field, first_row: int) -> pa.Array:
+    try:
+        return col.cast(fld.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise at(f.path, fld.name, f"cannot read as {fld.type} (rows from {first_row + 1}): {_first_line(e)}") \
+            from None
 
 
 def iter_stream(ds: Dataset, stream: StreamFiles, chunk_rows: int) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:

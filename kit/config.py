@@ -118,10 +118,13 @@ LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {
         "shuffle_partitions": (0, 100_000, True),
         "source_partitions": (0, 10_000, True),
         "trigger_ms": (0, DAY_S * 1000, False),
-        "speed": (0.001, 1_000_000.0, False),
+        # A converted dataset of monthly prices spans decades: replaying 30 years in a minute
+        # takes a speed of ~1.6e10.
+        "speed": (0.001, 1e12, False),
         "replay_rate_eps": (0.001, MAX_RATE_EPS, False),
-        "measure_from_s": (0.0, 365 * DAY_S, False),
-        "measure_to_s": (0.0, 365 * DAY_S, True),
+        # Seconds on the run's axis, which for a recorded replay is the data's own (decades).
+        "measure_from_s": (0.0, 200 * 365 * DAY_S, False),
+        "measure_to_s": (0.0, 200 * 365 * DAY_S, True),
         "max_backlog_s": (0.0, DAY_S, True),
         "backlog_grace_s": (0.0, DAY_S, False),
         "startup_timeout_s": (0.0, DAY_S, True),
@@ -145,16 +148,20 @@ def range_text(section: str, name: str) -> str | None:
     return f"{'>' if lo_open else '>='} {_num(lo)} and <= {_num(hi)}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_values(obj: Any) -> None:
     """The one check of a section's numbers (finite, within LIMITS) and strings (no NUL)."""
     limits = LIMITS.get(type(obj).__name__, {})
     for f in dataclasses.fields(obj):
         name, v = f.name, getattr(obj, f.name)
-        if isinstance(v, str):
-            _need("\0" not in v, name, "must not contain a NUL character")
-            continue
-        if isinstance(v, tuple):
-            _need(not any(isinstance(x, str) and "\0" in x for x in v), name, "must not contain a NUL character")
+        if isinstance(v, (str, tuple)):
+            for text in (v,) if isinstance(v, str) else v:
+                if isinstance(text, str):
+                    _need("\0" not in text, name, "must not contain a NUL character")
+                    _need(not _SURROGATE.search(text), name, "must be valid Unicode text (it has a lone surrogate, "
+                                                           "e.g. from bytes that are not UTF-8)")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
@@ -337,7 +344,7 @@ class RunConfig:
         _choice(self, "stamp", STAMPS)
         _choice(self, "replay", REPLAYS)
         _need((self.replay == "constant") == (self.replay_rate_eps is not None), "replay_rate_eps",
-              "is required with replay = \"constant\" and only applies to it")
+              "is required with replay = \"constant\" (cepkit pairs --rate) and only applies to it")
         _positive(self, "replay_rate_eps")
         _need(self.measure_from_s is None or self.measure_from_s >= 0, "measure_from_s",
               f"must be >= 0, got {self.measure_from_s!r}")
@@ -382,6 +389,32 @@ def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
             out.extend(valid_keys(tp, f"{prefix}{name}."))
         else:
             out.append(prefix + name)
+    return out
+
+
+# Which tuple of names a string key must be one of (for `cepkit config keys`).
+_CHOICES = {"RateConfig.profile": "PROFILES", "RateConfig.arrivals": "ARRIVALS", "PairsConfig.format": "FORMATS",
+            "MicroConfig.format": "FORMATS", "RunConfig.engine": "ENGINES", "RunConfig.plan": "PLANS",
+            "RunConfig.stamp": "STAMPS", "RunConfig.replay": "REPLAYS", "RunConfig.output_format": "FORMATS",
+            "RunConfig.time_windows": "TIME_WINDOW_PLANS", "RunConfig.database_join": "DATABASE_JOIN_PLANS"}
+
+
+def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, 'type, range') for every key, e.g. ('pairs.scale_factor', 'integer, > 0 and <= 10000')."""
+    out: list[tuple[str, str]] = []
+    for name, tp in _hints(cls).items():
+        if _is_section(tp):
+            out.extend(describe_keys(tp, f"{prefix}{name}."))
+            continue
+        optional = isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union
+        base = next(a for a in typing.get_args(tp) if a is not type(None)) if optional else tp
+        kind = {int: "integer", float: "number", bool: "true or false", str: "string"}.get(
+            base, "array of strings")
+        choices = _CHOICES.get(f"{cls.__name__}.{name}")
+        if choices:
+            kind = f"one of {', '.join(globals().get(choices, ()))}"
+        text = ", ".join(filter(None, (kind, range_text(cls.__name__, name), "or auto" if optional else None)))
+        out.append((prefix + name, text))
     return out
 
 
@@ -466,19 +499,53 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+# A config is a few kB; anything much larger is not one (and /dev/zero must not fill the memory).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_toml(source: str) -> dict:
+    """The TOML table of the config file `source`; every way it cannot be read is one line
+    naming the file."""
+    try:
+        with open(source, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        if os.path.islink(source):
+            raise CepkitError(f"{source}: config file is a dangling symbolic link "
+                              f"(to {os.readlink(source)!r}, which does not exist)") from None
+        raise CepkitError(f"{source}: config file not found") from None
+    except IsADirectoryError:
+        raise CepkitError(f"{source}: is a directory, not a config file") from None
+    except NotADirectoryError:
+        raise CepkitError(f"{source}: config file not found (a part of the path is not a directory)") from None
+    except PermissionError:
+        raise CepkitError(f"{source}: cannot read the config file: permission denied") from None
+    except OSError as e:
+        raise CepkitError(f"{source}: cannot read the config file: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise CepkitError(f"{source}: not a config file: larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = bytes(e.object)
+        line = bad[:e.start].count(b"\n") + 1
+        raise CepkitError(f"{source}:{line}: not UTF-8 text (byte 0x{bad[e.start]:02x}); "
+                          "a config file is TOML") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise CepkitError(f"{source}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise CepkitError(f"{source}: invalid TOML: nested too deeply") from None
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Defaults, then the TOML file (if any), then each `--set` override, checked as a whole."""
     data: dict = {}
     source = None
     if path is not None:
         source = os.fspath(path)
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise CepkitError(f"{source}: config file not found") from None
-        except tomllib.TOMLDecodeError as e:
-            raise CepkitError(f"{source}: invalid TOML: {e}") from None
+        data = _read_toml(source)
         kind = data.pop("kind", CONFIG_KIND)
         version = data.pop("schema_version", CONFIG_SCHEMA_VERSION)
         if kind != CONFIG_KIND:
@@ -488,8 +555,10 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     for text in overrides:
         keys, value = parse_override(text)
         node = data
-        for k in keys[:-1]:
+        for i, k in enumerate(keys[:-1]):
             node = node.setdefault(k, {})
+            if not isinstance(node, dict):          # the file has `pairs = 3` and --set pairs.x=...
+                raise at(source, ".".join(keys[:i + 1]), "must be a table (section)")
         node[keys[-1]] = value
     # Start from the default instance so section-specific defaults (micro.rate) survive a merge.
     defaults = dataclasses.asdict(Config())
@@ -508,4 +577,6 @@ def _drop_none(d: dict) -> None:
 
 
 def write_config(config: Config, path: Path) -> None:
-    Path(path).write_text(config.to_toml())
+    """The resolved config as TOML at `path`, atomically and never over an existing file."""
+    from kit.atomic import atomic_write
+    atomic_write(Path(path), config.to_toml())

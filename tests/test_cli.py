@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from kit.cli import main
 
 
@@ -46,11 +48,55 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     assert not (tmp_path / "x").exists()
     res = subprocess.run([sys.executable, "-m", "kit.cli", "-v", "datagen", "pairs", "-c", str(bad)],
                          capture_output=True, text=True)
-    assert res.returncode != 0 and "Traceback" in res.stderr
+    assert res.returncode == 2 and "Traceback" in res.stderr      # -v shows the traceback, keeps the code
+    assert res.stderr.strip().splitlines()[-1] == f"cepkit: error: {bad}:pairs.file_count: must be > 0, got 0"
 
 
 def test_config_show_and_keys(capsys):
     assert main(["config", "show", "--set", "pairs.scale_factor=7"]) == 0
     assert "scale_factor = 7" in capsys.readouterr().out
     assert main(["config", "keys"]) == 0
-    assert "pairs.rate.profile" in capsys.readouterr().out.split()
+    out = capsys.readouterr().out
+    assert "pairs.rate.profile" in out.split()
+    assert any(line.split() == ["pairs.rate.peak_factor", "number,", ">=", "1", "and", "<=", "100"]
+               for line in out.splitlines())
+
+
+def _cepkit(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """`cepkit args` in a subprocess that cannot run away (killed at `timeout`, which fails the test)."""
+    proc = subprocess.Popen([sys.executable, "-m", "kit.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"cepkit {' '.join(args)} was still running after {timeout} s")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("pairs.rate.basis_rate_eps=inf", "--set pairs.rate.basis_rate_eps: must be a finite number, got inf"),
+    ("pairs.rate.peak_factor=inf", "--set pairs.rate.peak_factor: must be a finite number, got inf"),
+    ("pairs.rate.duration_s=nan", "--set pairs.rate.duration_s: must be a finite number, got nan"),
+    ("pairs.scale_factor=1e9", "--set pairs.scale_factor: must be <= 10000, got 1000000000"),
+    ("pairs.start_epoch_ms=9223372036854000000", "--set pairs.start_epoch_ms: must be <= 7258118400000, "
+                                                 "got 9223372036854000000"),
+])
+def test_unbounded_or_wrapping_numbers_never_start_a_generation(tmp_path, setting, message):
+    res = _cepkit(["datagen", "pairs", "--set", setting, "--out", str(tmp_path / "ds")], timeout=30)
+    assert (res.returncode, res.stderr) == (2, f"cepkit: error: {message}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("gen, settings", [
+    ("pairs", ["pairs.rate.duration_s=2592000", "pairs.rate.basis_rate_eps=1e8"]),
+    ("micro", ["micro.rate.duration_s=2592000", "micro.rate.basis_rate_eps=1e8", "micro.streams=26"]),
+])
+def test_a_dataset_larger_than_the_disk_is_refused_up_front(tmp_path, gen, settings):
+    out = tmp_path / "sub" / "ds"
+    res = _cepkit(["datagen", gen, *[a for s in settings for a in ("--set", s)], "--out", str(out)], timeout=30)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"cepkit: error: {out}: the dataset needs about ")
+    assert " PB (" in res.stderr and "is free on its filesystem" in res.stderr
+    assert list(tmp_path.iterdir()) == []

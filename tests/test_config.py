@@ -81,3 +81,125 @@ def test_valid_keys_cover_thesis_parameters():
             "pairs.scale_factor", "pairs.file_count", "pairs.seed", "pairs.symbols", "pairs.correlations",
             "pairs.strategies", "pairs.rate.basis_rate_eps", "pairs.rate.peak_factor", "pairs.rate.arrivals",
             "pairs.rate.varying", "pairs.rate.duration_s"} <= keys
+
+
+# --- numbers: finite and within the documented ranges (kit.config.LIMITS) ----------------------
+
+from kit.config import LIMITS, describe_keys  # noqa: E402
+
+SECTION_OF = {"pairs.rate": "RateConfig", "micro.rate": "RateConfig", "pairs.prices": "PriceConfig",
+              "pairs": "PairsConfig", "micro": "MicroConfig", "run": "RunConfig"}
+
+
+def _limited_keys() -> list[tuple[str, float, float, bool]]:
+    out = []
+    for key in valid_keys():
+        section, name = key.rsplit(".", 1)
+        lim = LIMITS.get(SECTION_OF.get(section, ""), {}).get(name)
+        if lim is not None:
+            out.append((key, *lim))
+    return out
+
+
+def _float_keys() -> list[str]:
+    return [k for k, d in describe_keys() if d.startswith("number")]
+
+
+def test_every_number_key_has_a_range():
+    numeric = {k for k, d in describe_keys() if d.startswith(("number", "integer"))}
+    assert numeric == {k for k, *_ in _limited_keys()}
+
+
+@pytest.mark.parametrize("key", _float_keys())
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "+inf"])
+def test_non_finite_floats_are_refused_with_the_key(key, raw):
+    with pytest.raises(CepkitError) as err:
+        load_config(None, [f"{key}={raw}"])
+    assert str(err.value) == f"--set {key}: must be a finite number, got {float(raw)!r}"
+
+
+@pytest.mark.parametrize("key, lo, hi, lo_open", _limited_keys())
+def test_numbers_outside_their_range_are_refused(key, lo, hi, lo_open):
+    integer = dict(describe_keys())[key].startswith("integer")
+    above = int(hi) + 1 if integer else hi * 1.5 + 1
+    with pytest.raises(CepkitError, match=rf"^--set {key}: must be (<= |in \[)"):
+        load_config(None, [f"{key}={above}"])
+    below = lo if lo_open else (lo - 1 if integer else lo - abs(lo) * 0.5 - 0.001)
+    with pytest.raises(CepkitError, match=rf"^--set {key}: must be"):
+        load_config(None, [f"{key}={below}"])
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("pairs.rate.basis_rate_eps=inf", "must be a finite number, got inf"),
+    ("pairs.rate.peak_factor=inf", "must be a finite number, got inf"),
+    ("pairs.rate.peak_factor=nan", "must be a finite number, got nan"),
+    ("pairs.rate.duration_s=inf", "must be a finite number, got inf"),
+    ("pairs.start_epoch_ms=9223372036854775000", "must be <= 7258118400000, got 9223372036854775000"),
+    ("pairs.scale_factor=1e9", "must be <= 10000, got 1000000000"),
+    ("pairs.rate.duration_s=1e12", "must be <= 2592000, got 1000000000000.0"),
+    ("micro.rate.basis_rate_eps=1e9", "must be <= 100000000, got 1000000000.0"),
+    ("pairs.rate.peak_factor=1000", "must be <= 100, got 1000.0"),
+    ("pairs.scale_factor=nan", "must be an integer, got nan"),
+    ("micro.zipf_s=-inf", "must be a finite number, got -inf"),
+    ("run.speed=0", "must be >= 0.001, got 0.0"),
+])
+def test_finding_3_values(setting, message):
+    key = setting.split("=")[0]
+    with pytest.raises(CepkitError) as err:
+        load_config(None, [setting])
+    assert str(err.value) == f"--set {key}: {message}"
+
+
+def test_bounds_themselves_are_accepted():
+    c = load_config(None, ["pairs.scale_factor=10000", "pairs.start_epoch_ms=7258118400000",
+                           "pairs.rate.duration_s=2592000", "pairs.rate.basis_rate_eps=1e8",
+                           "pairs.rate.peak_factor=100", "micro.rate.duration_s=0.01", "micro.streams=26",
+                           "pairs.prices.correlation=-1", "micro.seed=9223372036854775807"])
+    assert c.pairs.scale_factor == 10_000 and c.pairs.rate.peak_factor == 100.0
+
+
+def test_non_finite_in_a_file_names_the_file_and_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text("[pairs.rate]\nbasis_rate_eps = inf\n")
+    with pytest.raises(CepkitError, match=r"^c\.toml:pairs\.rate\.basis_rate_eps: must be a finite number, got inf$"):
+        load_config("c.toml")
+    (tmp_path / "c.toml").write_text("[micro]\nzipf_s = nan\n")
+    with pytest.raises(CepkitError, match=r"^c\.toml:micro\.zipf_s: must be a finite number, got nan$"):
+        load_config("c.toml")
+
+
+def test_strings_with_nul_are_refused():
+    with pytest.raises(CepkitError, match=r"^--set paths\.datagen_dir: must not contain a NUL character$"):
+        load_config(None, ['paths.datagen_dir="a\\u0000b"'])
+    with pytest.raises(CepkitError, match=r"^--set run\.spark_conf: must not contain a NUL character$"):
+        load_config(None, ['run.spark_conf=["a=\\u0000"]'])
+
+
+def test_override_into_a_scalar_section(tmp_path):
+    (tmp_path / "c.toml").write_text("pairs = 3\n")
+    with pytest.raises(CepkitError, match=r"c\.toml:pairs: must be a table \(section\)$"):
+        load_config(tmp_path / "c.toml", ["pairs.rate.profile=constant"])
+
+
+def test_keys_describe_type_and_range():
+    d = dict(describe_keys())
+    assert d["pairs.scale_factor"] == "integer, > 0 and <= 10000"
+    assert d["pairs.rate.duration_s"] == "number, >= 0.01 and <= 2592000, or auto"
+    assert d["pairs.prices.correlation"] == "number, in [-1, 1]"
+    assert d["pairs.rate.profile"] == "one of standard, adaptivity, constant"
+
+
+def test_write_config_is_atomic_and_never_overwrites(tmp_path):
+    from kit.config import write_config
+    c = load_config(None, ["pairs.seed=3"])
+    write_config(c, tmp_path / "a" / "config.toml")
+    assert load_config(tmp_path / "a" / "config.toml") == c
+    with pytest.raises(CepkitError, match="refusing to overwrite"):
+        write_config(Config(), tmp_path / "a" / "config.toml")
+    assert load_config(tmp_path / "a" / "config.toml") == c
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["config.toml"]
+
+
+def test_a_bom_is_accepted(tmp_path):
+    (tmp_path / "c.toml").write_bytes(b"\xef\xbb\xbf[pairs]\nseed = 5\n")
+    assert load_config(tmp_path / "c.toml").pairs.seed == 5

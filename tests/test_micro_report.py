@@ -164,10 +164,11 @@ def test_sustainable_numbers_and_missing_values(suite):
     _, html, _, _ = suite
     rows = {r[0]: r for r in table_rows(html, "points-table")}
     assert "<th class=\"n\">sustainable ev/s</th>" in html
-    assert rows["filter-sel-0.1"][6:] == ["41,234", "12", "48", "61.5", "1,500.0", "–"]
+    # No latency count (not validated): the latencies cell is a dash and the p99 a bare value.
+    assert rows["filter-sel-0.1"][6:] == ["41,234", "–", "12", "48", "61.5", "1,500.0", "–"]
     assert rows["filter-sel-10"][6] == "12,346"
     # All-None points render with dashes everywhere a number goes.
-    assert rows["broken-a"][3:] == ["1", "failed", "NOT VALIDATED", "–", "–", "–", "–", "–", "–"]
+    assert rows["broken-a"][3:] == ["1", "failed", "NOT VALIDATED", "–", "–", "–", "–", "–", "–", "–"]
     single = {r[1]: r for r in table_rows(html, "single-table")}
     assert set(single) == {"tw-big", "adaptivity-sliding", "adaptivity-quiet", "adaptivity-gone"}
     assert single["tw-big"][3] == "777,777"
@@ -207,7 +208,10 @@ def test_refuses_to_overwrite(suite):
 
 
 def test_fixed_rate_mode_charts_p99(tmp_path):
-    points = [point(f"sel-{s}", "selectivity", {"selectivity": s}, p99_ms=p99, input_eps=10_000.0)
+    # A p99 of 6 latencies is their maximum, with only a lower 95 % bound; 1,000 give both bounds.
+    counts = {"0.05": dict(latency_count=6, p99_ci_low_ms=900),
+              "0.25": dict(latency_count=1000, p99_ci_low_ms=1_900, p99_ci_high_ms=2_100), "0.5": {}}
+    points = [point(f"sel-{s}", "selectivity", {"selectivity": s}, p99_ms=p99, input_eps=10_000.0, **counts[s])
               for s, p99 in (("0.05", 1_234), ("0.25", 2_000), ("0.5", None))]
     points.append(none_point("alone", "alone", {}))
     # Two runs of the same workload: nothing varies, so each workload is a category.
@@ -217,7 +221,10 @@ def test_fixed_rate_mode_charts_p99(tmp_path):
     assert "x: selectivity (numeric)" in html and "x: workload (categorical)" in html
     assert len(images(html)) == html.count("<img") == 2
     rows = {r[0]: r for r in table_rows(html, "points-table")}
-    assert rows["sel-0.05"][6:9] == ["10,000", "12", "1,234"] and rows["sel-0.5"][8] == "–"
+    assert rows["sel-0.05"][6:10] == ["10,000", "6", "12", "1,234 (max of 6: too few; CI ≥ 900)"]
+    assert rows["sel-0.25"][7:10] == ["1,000", "12", "2,000 (CI 1,900–2,100)"] and rows["sel-0.5"][9] == "–"
+    with pytest.raises(CepkitError, match="6 samples give a 95 % interval with ranks"):
+        point("bad", "e", {}, latency_count=6, p99_ci_low_ms=900, p99_ci_high_ms=2_000)
     assert "Memory over time" not in html and 'id="adaptivity"' not in html
 
 
@@ -267,3 +274,37 @@ def test_sweep_axis_rules():
     by_queries = sweep_axis([point("a", "e", {}, queries=1), point("b", "e", {}, queries=64)])
     assert (by_queries.param, by_queries.kind) == ("queries", "linear")
     assert sweep_axis(pts({}, {})).param == "workload"
+
+
+def test_micro_summary_rows_give_the_count_and_p99_interval():
+    """summary.md/summary.json of `cepkit micro`: per workload the number of latencies and the p99
+    with its 95 % interval, in the words of validator.order_stats."""
+    from types import SimpleNamespace
+
+    from kit.cli.micro_pipeline import WorkloadResult, search_table, summary_table
+    from validator.latency import latency_stats
+
+    def result(name, latencies) -> WorkloadResult:
+        s = latency_stats(np.asarray(latencies))
+        return WorkloadResult(name, {"selectivity": "0.1"}, 1, "completed", "", "PASSED", 1000, 100.0, len(latencies),
+                              s.p50_ms, s.p99_ms, 900.0, 50.0, "", latency_count=s.count,
+                              p99_ci_low_ms=s.p99_ci_low_ms, p99_ci_high_ms=s.p99_ci_high_ms)
+
+    few, many = result("few", [609, 402, 300, 250, 500, 200]), result("many", np.arange(1, 1001))
+    unvalidated = WorkloadResult("sink", {}, 1, "completed", "", "NOT VALIDATED", 10, 1.0, 5, 7, 48, None, None, "")
+    rows = summary_table([few, many, unvalidated]).splitlines()
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")] for r in rows[2:]}
+    n, p99 = head.index("latencies"), head.index("p99 ms (95 % CI)")
+    assert (cells["few"][n], cells["few"][p99]) == ("6", "609 (max of 6: too few; CI ≥ 500)")
+    assert (cells["many"][n], cells["many"][p99]) == ("1,000", "990 (CI 983–997)")
+    assert (cells["sink"][n], cells["sink"][p99]) == ("-", "48")      # not validated: the sink's p99 alone
+    row = few.to_dict()                                              # a summary.json row
+    assert (row["latency_count"], row["p99_ms"], row["p99_ci_low_ms"], row["p99_ci_high_ms"]) == (6, 609, 500, None)
+    # The search mode's rows come from the best step; one without the count shows the bare p99.
+    step = SimpleNamespace(rate_eps=100.0, sustainable=True, p50_ms=3, p99_ms=9, peak_rss_mib=1.0, state_mib=None,
+                           verdict="PASSED", latency_count=6, p99_ci_low_ms=8, p99_ci_high_ms=None)
+    search = SimpleNamespace(workload="w", sustainable_eps=100.0, confirmed=True, steps=(step,),
+                             best_step=lambda: step)
+    line = search_table([search]).splitlines()[2]
+    assert "| 6 | 3 | 9 (max of 6: too few; CI ≥ 8) |" in line

@@ -38,6 +38,7 @@ BBBBBB at +500. Period 8 has no BBBBBB tick, so it yields no ratio.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -114,9 +115,11 @@ def write_dataset(directory: Path, rows, files: int = 1) -> Path:
                           "size": pa.array([100] * len(sel), pa.int32()),
                           "tickTS": pa.array([r[2] for r in sel], pa.int64())})
         pq.write_table(table, directory / name)
-        listed.append({"path": name, "rows": len(sel)})
+        listed.append({"path": name, "rows": len(sel), "bytes": (directory / name).stat().st_size,
+                       "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()})
     (directory / "manifest.json").write_text(json.dumps(
-        {"kind": "cepkit.datagen-manifest", "schema_version": 1, "files": listed}))
+        {"kind": "cepkit.datagen-manifest", "schema_version": 1, "format": "parquet", "start_epoch_ms": T0,
+         "files": listed}))
     return directory
 
 
@@ -175,3 +178,97 @@ def test_ticks_out_of_time_order_are_refused(tmp_path):
     rows[5], rows[6] = rows[6], rows[5]
     with pytest.raises(CepkitError, match="tickTS goes backwards"):
         compute_reference(write_dataset(tmp_path / "ds", rows), [STRATEGY])
+
+
+# -- issue 14 --------------------------------------------------------------------------------
+
+def test_batches_without_a_monitored_tick(tmp_path):
+    """Finding 1: a read batch holding no tick of a monitored symbol (here: one file per tick, so the
+    CCCCCC ticks in mid-period are batches of their own) gave np.bincount an empty key, which
+    returns int64 even with weights; adding the open period's float sums to it raised
+    UFuncOutputCastingError on main."""
+    rows = sorted(trace_rows() + [(C, 7, T0 + 1000 * q + 600) for q in range(len(PERIODS))], key=lambda r: r[2])
+    one = compute_reference(write_dataset(tmp_path / "one", rows), [STRATEGY])
+    many = compute_reference(write_dataset(tmp_path / "many", rows, files=len(rows)), [STRATEGY])
+    assert many.indicators.drop(columns="inputOffset").equals(one.indicators.drop(columns="inputOffset"))
+    assert many.orders.equals(one.orders) and many.final.equals(one.final)
+
+
+def test_a_trace_that_only_ever_sees_other_symbols(tmp_path):
+    rows = [(C, 7, T0 + 250 * i) for i in range(20)]
+    with pytest.raises(CepkitError, match=r"strategies:st_00001: symbol AAAAAA is not a symbol of the dataset "
+                                          r"\(no tick of it in"):
+        compute_reference(write_dataset(tmp_path / "ds", rows, files=3), [STRATEGY])
+
+
+def test_symbols_come_from_pairs_aux_when_listed(tmp_path):
+    """Finding 8: a strategy over a symbol the dataset does not have was accepted on main."""
+    ds = write_dataset(tmp_path / "ds", trace_rows())
+    m = json.loads((ds / "manifest.json").read_text())
+    m["aux_file"] = "pairs-aux.json"
+    (ds / "manifest.json").write_text(json.dumps(m))
+    aux = {"kind": "cepkit.pairs-aux", "schema_version": 1, "scale_factor": 1, "markets": 1, "num_strategies": 1,
+           "max_strategies_per_pair": 10, "seed": 1, "symbols": [{"symbol": s, "market": 0} for s in (A, C)],
+           "correlations": [{"symbol1": A, "symbol2": C, "market": 0}]}
+    (ds / "pairs-aux.json").write_text(json.dumps(aux))
+    with pytest.raises(CepkitError) as e:
+        compute_reference(ds, [STRATEGY], strategies_file=tmp_path / "s.xml")
+    assert str(e.value) == f"{tmp_path / 's.xml'}:st_00001: symbol BBBBBB is not a symbol of the dataset " \
+                           f"({ds / 'pairs-aux.json'} lists 2 symbols)"
+
+
+def _table(rows, **override) -> pa.Table:
+    cols = {"symbol": pa.array([r[0] for r in rows]), "price": pa.array([r[1] for r in rows], pa.int32()),
+            "size": pa.array([100] * len(rows), pa.int32()), "tickTS": pa.array([r[2] for r in rows], pa.int64())}
+    cols.update(override)
+    return pa.table({k: v for k, v in cols.items() if v is not None})
+
+
+def _rewrite(ds: Path, table: pa.Table | None = None, csv_text: str | None = None) -> Path:
+    """Replace the one tick file of `ds` and fix its manifest entry (rows, bytes, sha256)."""
+    m = json.loads((ds / "manifest.json").read_text())
+    f = ds / m["files"][0]["path"]
+    if table is not None:
+        pq.write_table(table, f)
+        rows = table.num_rows
+    else:
+        f.unlink()
+        f = f.with_suffix(".csv")
+        f.write_text(csv_text)
+        m["format"] = "csv"
+        rows = csv_text.count("\n") - 1
+    m["files"][0].update(path=f.name, rows=rows, bytes=f.stat().st_size,
+                         sha256=hashlib.sha256(f.read_bytes()).hexdigest())
+    (ds / "manifest.json").write_text(json.dumps(m))
+    return f
+
+
+@pytest.mark.parametrize("override, match", [
+    ({"price": None}, r":price: missing column"),
+    ({"price": pa.array(["1"] * 3)}, r":price: expected an integer column, got string"),
+    ({"tickTS": pa.array([T0 * 1.0] * 3)}, r":tickTS: expected an integer column, got double"),
+    ({"symbol": pa.array([1, 2, 3])}, r":symbol: expected a string column, got int64"),
+    ({"price": pa.array([5, None, 7], pa.int32())}, r":price: data row 2: is empty \(null\)"),
+    ({"price": pa.array([5, 0, 7], pa.int32())}, r":price: data row 2: 0 is not a price in cents"),
+    ({"tickTS": pa.array([T0, None, T0], pa.int64())}, r":tickTS: data row 2: is empty"),
+])
+def test_unreadable_parquet_columns_name_file_and_column(tmp_path, override, match):
+    rows = [(A, 5, T0), (B, 6, T0 + 1), (A, 7, T0 + 2)]
+    ds = write_dataset(tmp_path / "ds", rows)
+    f = _rewrite(ds, _table(rows, **override))
+    with pytest.raises(CepkitError, match=f"^{f}{match}"):
+        compute_reference(ds, [STRATEGY])
+
+
+@pytest.mark.parametrize("text, match", [
+    ("symbol,price,tickTS\nAAAAAA,5,1\nBBBBBB,abc,2\n", r":3: column price: 'abc' is not an integer"),
+    ("symbol,price,tickTS\nAAAAAA,5,1\nBBBBBB,6,2.5\n", r":3: column tickTS: '2.5' is not an integer"),
+    ("symbol,price,tickTS\nAAAAAA,5,1\nBBBBBB,,2\n", r":3: column price: is empty \(null\)"),
+    ("symbol,prize,tickTS\nAAAAAA,5,1\n", r":price: missing column \(the header has symbol, prize, tickTS\)"),
+    ("symbol,price,tickTS\nAAAAAA,-5,1\n", r":2: column price: -5 is not a price in cents"),
+])
+def test_unreadable_csv_columns_name_file_line_and_column(tmp_path, text, match):
+    ds = write_dataset(tmp_path / "ds", [(A, 5, T0)])
+    f = _rewrite(ds, csv_text=text)
+    with pytest.raises(CepkitError, match=f"^{f}{match}"):
+        compute_reference(ds, [STRATEGY])

@@ -123,6 +123,33 @@ def test_rows_sharing_a_key_sort_on_every_compared_field_then_on_position():
     assert compare_stream(e, g, schema).passed
 
 
+def test_duplicated_rows_are_undue_and_marked_duplicate():
+    """Issue 14, finding 4: rows an engine sends twice are undue answers, listed as "duplicate"
+    (main had no `duplicates` count and listed them as plain undue)."""
+    eng = engine_rows(EXPECTED_ORDERS)
+    eng = pd.concat([eng, eng.iloc[[1, 1, 4]].assign(arrivalTS=lambda d: d["arrivalTS"] + 999)], ignore_index=True)
+    eng = eng.sample(frac=1.0, random_state=7).reset_index(drop=True)       # and out of order
+    r = compare_stream(EXPECTED_ORDERS, eng, MARKET_ORDER)
+    assert (r.correct, r.missing, r.undue, r.wrong, r.duplicates) == (6, 0, 3, 0, 3)
+    assert r.incorrect["outcome"].tolist() == ["duplicate"] * 3
+    assert r.to_dict()["duplicates"] == 3 and not r.passed
+    # An undue row that is no copy of a matched one stays "undue"; a copy of a wrong row is a duplicate.
+    eng2 = engine_rows(EXPECTED_ORDERS)
+    eng2.loc[0, "price"] += 1                                               # wrong
+    eng2 = pd.concat([eng2, eng2.iloc[[0]], eng2.iloc[[1]].assign(inputTickTS=T0 + 1)], ignore_index=True)
+    r2 = compare_stream(EXPECTED_ORDERS, eng2, MARKET_ORDER)
+    assert (r2.correct, r2.wrong, r2.undue, r2.duplicates) == (5, 1, 2, 1)
+    assert sorted(r2.incorrect["outcome"]) == ["duplicate", "undue", "wrong"]
+
+
+def test_only_duplicates_of_one_row_with_nothing_expected():
+    eng = engine_rows(EXPECTED_ORDERS).iloc[[0, 0]]
+    r = compare_stream(EXPECTED_ORDERS.iloc[:0], eng, MARKET_ORDER)
+    assert (r.undue, r.duplicates) == (2, 0)      # nothing matched, so nothing is a repeat of a match
+    with pytest.raises(CepkitError, match="duplicates among"):
+        StreamComparison(**{**{k: getattr(r, k) for k in r.__dataclass_fields__}, "duplicates": 3})
+
+
 def test_double_tolerance_edges():
     # |engine - expected| <= 1e-9 + 1e-9 * |expected|: 2e-9 at 1.0, about 1e-3 at 1e6.
     exp = indicators(("s", 1.0, 1e6, 5.0, np.nan, T0), ("s", 1.0, 1e6, np.inf, np.nan, T0 + 1),

@@ -3,9 +3,13 @@ adaptivity metrics, each on data whose answer is worked out by hand here."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import binom
 
 from kit.errors import CepkitError
 from kit.profiles import Phase, RateProfile, standard_profile
@@ -13,7 +17,9 @@ from kit.scale import load
 from validator.adaptivity import adaptivity_metrics
 from validator.latency import (event_time_latency_ms, latency_stats, measurement_mask, per_second_counts,
                                per_second_series, phase_index, processing_time_latency_ms, pscore_for_run,
-                               stream_latency)
+                               pscore_interval, stream_latency)
+from validator.order_stats import (ALPHA, PERCENTILES, Percentile, ci_ranks, maximum_below, min_count,
+                                   nearest_rank_of, percentile_text)
 from validator.outputlog import Clocks
 
 W0 = 1_790_000_000_000
@@ -63,6 +69,133 @@ def test_stats_agree_with_numpy_inverted_cdf():
 def test_empty_stats():
     s = latency_stats(np.array([], dtype=np.int64))
     assert (s.count, s.mean_ms, s.p99_ms, s.negatives, s.empty) == (0, None, None, 0, True)
+
+
+# -- confidence intervals of percentiles (validator/order_stats.py) --------------------------
+
+def reference_ranks(n: int, q: float) -> tuple[int | None, int | None]:
+    """The interval rule of specs/VALIDATION.md written again with scipy's binomial CDF."""
+    cdf = binom.cdf(np.arange(n + 1), n, q)
+    lower_at = lambda a: (1 - q) ** n <= a + 1e-15   # noqa: E731  (float slack: 0.05 ** 1 vs 0.05)
+    upper_at = lambda a: q ** n <= a + 1e-15          # noqa: E731
+    # cdf is increasing: l - 1 is the last k with cdf <= a, u - 1 the first with cdf >= 1 - a (a
+    # side found available has its extreme rank even when the float CDF is an ulp off).
+    l_rank = lambda a: max(1, int((cdf <= a).sum())) if lower_at(a) else None  # noqa: E731
+    u_rank = lambda a: min(n, int((cdf < 1 - a).sum()) + 1) if upper_at(a) else None  # noqa: E731
+    if lower_at(0.025) and upper_at(0.025):
+        return l_rank(0.025), u_rank(0.025)
+    if lower_at(0.025) or upper_at(0.025):       # that side alone, at 5 %; the other stays open
+        return (l_rank(0.05), None) if lower_at(0.025) else (None, u_rank(0.05))
+    return (l_rank(0.05), None) if q >= 0.5 else (None, u_rank(0.05))
+
+
+def test_interval_ranks_by_hand():
+    # n = 1000, p99: B ~ Bin(1000, 0.99) samples below the p99. Lower: the largest l with
+    # P(B <= l-1) <= 2.5 %; upper: the smallest u with P(B >= u) <= 2.5 %.
+    cdf = binom.cdf(np.arange(1001), 1000, 0.99)
+    assert cdf[982] <= 0.025 < cdf[983] and cdf[995] < 0.975 <= cdf[996]
+    assert ci_ranks(1000, 99, 100) == (983, 997)
+    # n = 6, p99: 0.99^6 = 0.94 > 2.5 %, so no upper bound; the lower side takes the whole 5 %:
+    # P(B <= 4) = 0.0015 <= 5 % < P(B <= 5) = 1 - 0.99^6 = 0.059, so x(5), the second largest.
+    assert binom.cdf(4, 6, 0.99) == pytest.approx(0.00146, abs=1e-5)
+    assert binom.cdf(5, 6, 0.99) == pytest.approx(1 - 0.99 ** 6) == pytest.approx(0.0585, abs=1e-4)
+    assert ci_ranks(6, 99, 100) == (5, None)
+    # p50 of 6: both sides at 2.5 % (0.5^6 = 1.6 %); P(B <= 0) = 1.6 % <= 2.5 % < P(B <= 1) = 10.9 %.
+    assert ci_ranks(6, 50, 100) == (1, 6)
+    # p50 of 5: 0.5^5 = 3.1 % > 2.5 % on both sides; the lower one-sided bound at 5 % is the minimum.
+    assert ci_ranks(5, 50, 100) == (1, None) and ci_ranks(4, 50, 100) == (None, None)
+    # p95 of 1: (1 - 0.95)^1 is exactly 5 %, decided in rationals (0.05 ** 1 > 0.05 in floats).
+    assert ci_ranks(1, 95, 100) == (1, None) and ci_ranks(1, 90, 100) == (None, None)
+    assert ci_ranks(0, 99, 100) == (None, None)
+
+
+def test_interval_ranks_agree_with_scipy():
+    for n in [*range(1, 120), 150, 250, 299, 300, 367, 368, 369, 500, 1000, 3687, 3688, 5000, 20_000]:
+        for name, (num, den) in PERCENTILES.items():
+            assert ci_ranks(n, num, den) == reference_ranks(n, num / den), (n, name)
+
+
+def test_interval_ranks_of_millions_use_a_window():
+    # The CDF is summed over mean +- 12 sd only; scipy over the same ranks must agree.
+    n = 3_000_000
+    low, high = ci_ranks(n, 99, 100)
+    k = np.arange(low - 50, high + 50)
+    cdf = binom.cdf(k, n, 0.99)
+    assert (low, high) == (int(k[cdf <= 0.025][-1]) + 1, int(k[cdf >= 0.975][0]) + 1)
+
+
+def test_closing_counts_and_the_maximum_rule():
+    # Pinned in specs/VALIDATION.md: the p99 is the maximum for n <= 99 and closes from n = 368.
+    assert maximum_below(99, 100) == 99 and maximum_below(999, 1000) == 999 and maximum_below(50, 100) == 1
+    assert nearest_rank_of(99, 99, 100) == 99 and nearest_rank_of(100, 99, 100) == 99
+    assert [min_count(num, den, ALPHA / 2) for num, den in PERCENTILES.values()] == [6, 36, 72, 368, 3688]
+    assert ci_ranks(367, 99, 100)[1] is None and ci_ranks(368, 99, 100)[1] is not None
+    assert 0.99 ** 367 > 0.025 >= 0.99 ** 368
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "integer-ms-with-ties"])
+def test_interval_coverage_by_simulation(discrete):
+    """Draw many samples from a known distribution: the interval must hold the true quantile in
+    at least 95 % of them (minus 3 standard errors of the simulation), ties or no ties."""
+    rng = np.random.default_rng(14)
+    reps, scale = 4000, 3.0
+    for n in (6, 30, 99, 150, 368, 1000):
+        x = np.sort(rng.exponential(scale, size=(reps, n)), axis=1)
+        if discrete:
+            x = np.floor(x)         # whole "ms": many ties
+        for name, (num, den) in PERCENTILES.items():
+            q = num / den
+            true_q = -scale * math.log1p(-q)
+            if discrete:            # inf{x : F(x) >= q} of floor(E): F(k) = 1 - exp(-(k+1)/scale)
+                true_q = math.ceil(true_q - 1)
+            low, high = ci_ranks(n, num, den)
+            ok = np.ones(reps, dtype=bool)
+            if low is not None:
+                ok &= x[:, low - 1] <= true_q
+            if high is not None:
+                ok &= x[:, high - 1] >= true_q
+            assert ok.mean() >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / reps), (n, name, ok.mean())
+            if n == 1000 and name == "p99" and not discrete:
+                # The control: the neighbours of the nearest rank are far too narrow an interval.
+                r = nearest_rank_of(n, num, den)
+                assert ((x[:, r - 2] <= true_q) & (x[:, r] >= true_q)).mean() < 0.5
+
+
+def test_latency_stats_carry_counts_and_intervals():
+    lat = np.random.default_rng(3).permutation(np.arange(1, 1001))
+    s = latency_stats(lat)
+    # Values 1..1000: the value of rank r is r, so the interval's values are its ranks.
+    assert (s.p99_ci_low_ms, s.p99_ci_high_ms) == ci_ranks(1000, 99, 100) == (983, 997)
+    assert (s.p50_ci_low_ms, s.p50_ci_high_ms) == ci_ranks(1000, 50, 100)
+    assert s.p999_ci_high_ms is None and s.p999_ci_low_ms == ci_ranks(1000, 999, 1000)[0]
+    assert s.to_dict()["p99_ci_low_ms"] == 983 and s.percentile("p99").n == 1000
+    six = latency_stats(np.array([609, 402, 300, 250, 500, 200]))
+    assert (six.count, six.p99_ms, six.p99_ci_low_ms, six.p99_ci_high_ms) == (6, 609, 500, None)
+    with pytest.raises(CepkitError, match="6 samples give a 95 % interval"):
+        dataclasses.replace(six, p99_ci_high_ms=609)
+    with pytest.raises(CepkitError, match="outside its interval"):
+        dataclasses.replace(six, p99_ci_low_ms=700)
+    assert latency_stats(np.array([], dtype=np.int64)).p99_ci_low_ms is None
+
+
+def test_wording_of_a_percentile():
+    text = lambda values, name="p99": percentile_text(  # noqa: E731
+        latency_stats(np.asarray(values)).percentile(name), "orders")
+    assert text([609, 402, 300, 250, 500, 200]) == \
+        "p99 = 609 ms (the maximum of 6 orders: too few for a p99; 95 % CI ≥ 500 ms)"
+    assert text([42]) == "p99 = 42 ms (the only order: too few for a p99; 95 % CI ≥ 42 ms)"
+    assert text([3, 1, 2, 4], "p50") == "p50 = 2 ms (4 orders; 95 % CI unbounded)"
+    assert "the maximum of 99 orders" in text(np.arange(1, 100))
+    assert text(np.arange(1, 101)) == \
+        "p99 = 99 ms (100 orders; 95 % CI ≥ 97 ms, no upper bound below 368 orders)"
+    assert text(np.arange(1, 1001)) == "p99 = 990 ms (1,000 orders; 95 % CI 983–997 ms)"
+    short = lambda values: percentile_text(latency_stats(np.asarray(values)).percentile("p99"),  # noqa: E731
+                                           unit="", short=True)
+    assert short([609, 402, 300, 250, 500, 200]) == "609 (max of 6: too few; CI ≥ 500)"
+    assert short(np.arange(1, 1001)) == "990 (CI 983–997)"
+    assert percentile_text(Percentile("p99", 0, None), "orders") == "p99: none (no orders)"
+    with pytest.raises(CepkitError, match="unknown name"):
+        Percentile("p42", 1, 1, 1)
 
 
 def test_event_and_processing_latency():
@@ -130,6 +263,32 @@ def test_pscore_on_the_standard_profile_uses_minutes_31_to_91():
     # MI rows: 63, 20, 40 ms -> p99 = rank ceil(2.97) = 3rd = 63 ms; Table 7.1's SF=1 engine X: 47.62.
     assert p.mi_rows == 3 and p.p99_latency_s == 0.063
     assert round(p.pscore, 2) == 47.62
+
+
+def test_pscore_interval_follows_from_the_p99_interval():
+    clocks = Clocks(W0, T0, 1.0)
+    # 1,000 orders in the MI with latencies 1..1000 ms: p99 = 990 ms in [983, 997] ms.
+    many = pscore_for_run(2, stamped(10_000 + 10 * np.arange(1000), np.arange(1, 1001)), SMALL, clocks)
+    assert (many.mi_rows, many.p99_ci_low_ms, many.p99_ci_high_ms) == (1000, 983, 997)
+    # pscore = load / p99 falls as p99 rises: [load / p99_high, load / p99_low].
+    assert many.pscore_ci_low == pytest.approx(6 / 0.997) and many.pscore_ci_high == pytest.approx(6 / 0.983)
+    assert many.pscore_ci_low < many.pscore < many.pscore_ci_high and many.pscore == pytest.approx(6 / 0.99)
+    assert many.text() == "pscore: 6.06 (95 % CI 6.02–6.10; p99 from 1,000 orders)"
+    # 6 orders: the p99 is their maximum with only a lower bound, x(5), so the pscore has only an upper one.
+    six = pscore_for_run(2, stamped(10_000 + 100 * np.arange(6), [609, 402, 300, 250, 500, 200]), SMALL, clocks)
+    assert (six.mi_rows, six.p99_latency_s, six.p99_ci_low_ms, six.p99_ci_high_ms) == (6, 0.609, 500, None)
+    assert six.pscore_ci_low is None and six.pscore_ci_high == pytest.approx(6 / 0.5)
+    assert six.text() == "pscore: 9.85 (95 % CI ≤ 12.00; p99 from the maximum of 6 orders: too few for a p99)"
+    # 200 orders: a p99 past the maximum but without an upper bound until 368 orders.
+    mid = pscore_for_run(2, stamped(10_000 + 50 * np.arange(200), np.arange(1, 201)), SMALL, clocks)
+    assert mid.pscore_ci_low is None and mid.p99_ci_low_ms == ci_ranks(200, 99, 100)[0]
+    assert "no lower bound below 368 orders; p99 from 200 orders" in mid.text()
+    # A lower p99 bound of 0 ms leaves the pscore without an upper bound.
+    assert pscore_interval(1, 0, 10) == (pytest.approx(300.0), None) and pscore_interval(1, None, None) == (None, None)
+    with pytest.raises(CepkitError, match="does not follow from the p99 interval"):
+        dataclasses.replace(six, pscore_ci_high=13.0)
+    with pytest.raises(CepkitError, match="6 samples give a 95 % interval"):
+        dataclasses.replace(six, p99_ci_high_ms=700, pscore_ci_low=6 / 0.7)
 
 
 def test_pscore_without_rows_in_the_interval():

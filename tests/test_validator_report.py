@@ -14,15 +14,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scipy.stats import binom
+
+from datagen.pairs import generate_pairs
+from kit.cli import main
 from kit.errors import CepkitError
-from kit.profiles import build_profile
+from kit.profiles import build_profile, profile_from_dict
 from kit.records import INDICATOR, MARKET_ORDER
+from kit.workload import load_aux
+from querygen.output import write_strategies
+from tests.helpers import pairs_config
+from tests.test_validate_pairs import write_log
 from tests.test_validator_latency import BURST, burst_trace
 from validator.adaptivity import adaptivity_metrics
 from validator.compare import compare_stream
 from validator.latency import per_second_counts, pscore_for_run, stream_latency
 from validator.outputlog import Clocks
-from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
+from validator.pairs_run import PairsValidation, validate_pairs
+from validator.report import ReportInputs, StrategyChart, format_text_report, pscore_lines_from_summary, write_report
 
 W0 = 1_790_000_000_000
 T0 = 1_767_623_400_000
@@ -150,6 +159,117 @@ def test_html_content(written):
     assert 'class="n first diff">1040</td><td class="n diff">1041</td>' in html
     assert "<strong>10.00</strong> work/s²" in html
     assert "Incorrect Indicator answers" not in html
+
+
+def test_summary_json_has_counts_and_intervals(written):
+    path, _ = written
+    summary = json.loads((path.parent / "summary.json").read_text())
+    mo = summary["latency"]["MarketOrder"]["event"]
+    # 30 MI latencies 10, 20, ..., 300 (value of rank r = 10 r). p99 = 300, the maximum; its
+    # upper side needs 368 values, so only a lower bound: l = #{k : P(Bin(30, .99) <= k) <= 5 %}.
+    l99 = int((binom.cdf(np.arange(31), 30, 0.99) <= 0.05).sum())
+    assert (mo["count"], mo["p99_ms"], mo["p99_ci_low_ms"], mo["p99_ci_high_ms"]) == (30, 300, 10 * l99, None)
+    # p50 is two-sided at 2.5 % a side.
+    cdf50 = binom.cdf(np.arange(31), 30, 0.5)
+    assert (mo["p50_ci_low_ms"], mo["p50_ci_high_ms"]) == (10 * int((cdf50 <= 0.025).sum()),
+                                                           10 * (int((cdf50 < 0.975).sum()) + 1))
+    for stream in ("Indicator", "MarketOrder"):
+        for clock in ("event", "processing"):
+            stats = summary["latency"][stream][clock]
+            assert stats["count"] > 0
+            for name in ("p50", "p90", "p95", "p99", "p999"):
+                assert f"{name}_ci_low_ms" in stats and f"{name}_ci_high_ms" in stats, (stream, clock, name)
+    ps = summary["pscore"]
+    assert (ps["mi_rows"], ps["p99_ci_low_ms"], ps["p99_ci_high_ms"], ps["pscore_ci_low"]) == (30, 10 * l99, None, None)
+    assert ps["pscore_ci_high"] == pytest.approx(3 / (10 * l99 / 1000))
+    assert pscore_lines_from_summary(path.parent / "summary.json") == (
+        f"MarketOrder event-time latency in the measurement interval: p99 = 300 ms (the maximum of 30 orders: "
+        f"too few for a p99; 95 % CI ≥ {10 * l99} ms)",
+        f"pscore: 10.00 (95 % CI ≤ {3 / (10 * l99 / 1000):.2f}; "
+        f"p99 from the maximum of 30 orders: too few for a p99)")
+
+
+def test_pscore_lines_from_a_bad_summary_are_one_line(written, tmp_path):
+    path, _ = written
+    summary = json.loads((path.parent / "summary.json").read_text())
+    with pytest.raises(CepkitError, match=r"nope\.json: cannot read the validation summary"):
+        pscore_lines_from_summary(tmp_path / "nope.json")
+    (tmp_path / "other.json").write_text(json.dumps({"kind": "something"}))
+    with pytest.raises(CepkitError, match=r"other\.json: kind: not a cepkit.validation-summary file"):
+        pscore_lines_from_summary(tmp_path / "other.json")
+    # A summary written before the intervals existed: one line naming the file and the key.
+    old = dict(summary, pscore={k: v for k, v in summary["pscore"].items() if "_ci_" not in k})
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    with pytest.raises(CepkitError, match=r"old\.json: pscore: .*p99_ci_low_ms") as e:
+        pscore_lines_from_summary(tmp_path / "old.json")
+    assert "\n" not in str(e.value)
+    none = dict(summary, pscore=None, run={"pscore": "not computed: MarketOrder: the engine produced no orders"})
+    (tmp_path / "none.json").write_text(json.dumps(none))
+    assert pscore_lines_from_summary(tmp_path / "none.json") == (
+        "pscore: not computed: MarketOrder: the engine produced no orders",)
+
+
+def test_html_shows_counts_intervals_and_the_small_sample_wording(written):
+    path, _ = written
+    html = path.read_text()
+    body = html.split('id="latency-table"', 1)[1].split("</table>", 1)[0]
+    rows = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    mo = next(r for r in rows if r.startswith("MarketOrder event time"))
+    # count, mean, min, then p50 with its interval, ..., p99 = 300 marked as the maximum with "≥ 290".
+    assert mo.startswith("MarketOrder event time 30 155.0 10 150 100–210 ")
+    assert "300 = max ≥ 290" in mo
+    assert "MarketOrder, event time: p99 = 300 ms (the maximum of 30 outputs: too few for a p99; 95 % CI ≥ 290 ms)" \
+        in html
+    assert "p99 = 300 ms (the maximum of 30 orders: too few for a p99; 95 % CI ≥ 290 ms), over the orders in" in html
+    assert re.search(r'<td id="pscore-ci">≤ 10.34 work/s²', html)
+    assert "work/s² · 95 % CI ≤ 10.34" in html and "ms · the maximum of 30 orders: too few for a p99" in html
+
+
+def test_text_report_words_the_percentiles_and_the_pscore():
+    ind, orders, eng_ind, eng_ord = synthetic_run()
+    inputs = report_inputs(ind, orders, eng_ind, eng_ord)
+    text = format_text_report(inputs.comparisons, latency=inputs.latency, pscore=inputs.pscore)
+    tail = text.split("Event-time latency of the outputs triggered in the measurement interval:\n", 1)[1]
+    assert tail.splitlines() == [
+        "- Indicator: p50 = 50 ms (120 outputs; 95 % CI 50–50 ms)",
+        "- Indicator: p99 = 50 ms (120 outputs; 95 % CI ≥ 50 ms, no upper bound below 368 outputs)",
+        "- MarketOrder: p50 = 150 ms (30 outputs; 95 % CI 100–210 ms)",
+        "- MarketOrder: p99 = 300 ms (the maximum of 30 outputs: too few for a p99; 95 % CI ≥ 290 ms)",
+        "",
+        "pscore: 10.00 (95 % CI ≤ 10.34; p99 from the maximum of 30 orders: too few for a p99)"]
+    # Without latency (the microbenchmarks' per-query text) the report is the Figure B.3 one alone.
+    assert "latency" not in format_text_report(inputs.comparisons)
+
+
+def test_regression_a_validation_of_six_orders_says_their_p99_is_the_maximum(tmp_path, capsys):
+    """Issue 14: a pscore resting on 6 MarketOrders printed a bare "p99" that is their maximum."""
+    data = tmp_path / "data"
+    generate_pairs(pairs_config(rate={"duration_s": 300.0}), data)
+    strategies = tmp_path / "strategies.xml"
+    write_strategies(load_aux(data), 42, strategies)
+    manifest = json.loads((data / "manifest.json").read_text())
+    sim_start = manifest["start_epoch_ms"]
+    start_ms, end_ms = profile_from_dict(manifest["profile"]).measurement_window()
+    expected = validate_pairs(PairsValidation(data, strategies, tmp_path / "expected"))
+    assert expected.lines == () and expected.p99_count is None
+    exp = {n: pd.read_parquet(tmp_path / "expected" / "expected" / f"{n}.parquet")
+           for n in ("Indicator", "MarketOrder")}
+    run_ms = exp["MarketOrder"]["inputTickTS"] - sim_start
+    in_mi = exp["MarketOrder"][(run_ms >= start_ms) & (run_ms < end_ms)]
+    assert len(in_mi) >= 6
+    exp["MarketOrder"] = in_mi.iloc[:6]               # the engine "produced" only six orders
+    log = write_log(tmp_path / "run", exp, sim_start)
+    outcome = validate_pairs(PairsValidation(data, strategies, tmp_path / "report", log))
+    assert outcome.p99_count == 6 and outcome.p99_ci_ms[1] is None and outcome.pscore_ci[0] is None
+    assert outcome.p99_ci_ms[0] is not None and outcome.pscore_ci[1] > outcome.pscore
+    assert "the maximum of 6 orders: too few for a p99" in outcome.lines[0]
+    assert outcome.lines[1].startswith(f"pscore: {outcome.pscore:,.2f} (95 % CI ≤ ")
+    assert outcome.lines == pscore_lines_from_summary(tmp_path / "report" / "summary.json")
+    assert "MarketOrder: p99 = " in outcome.text and "(the maximum of 6 outputs: too few for a p99" in outcome.text
+    # `cepkit validate pairs` prints the text report, so the wording reaches the console.
+    assert main(["validate", "pairs", "--data", str(data), "--strategies", str(strategies), "--log", str(log),
+                 "--out", str(tmp_path / "cli")]) == 1
+    assert "the maximum of 6 outputs: too few for a p99" in capsys.readouterr().out
 
 
 def test_passing_and_unvalidated_reports(tmp_path):

@@ -6,8 +6,10 @@ k-th expected row pairs with the k-th engine row. The order in which an engine e
 share a key carries no meaning (Spark's joins shuffle a batch's rows), so it must not decide. A
 matched pair is *correct* when every compared field agrees (doubles within `Tolerance`, everything
 else exactly, null equals null), else *wrong*; an expected row without a partner is *missing* and an
-engine row without one is *undue* (Figure B.3). A stream passes only when there is nothing missing,
-undue or wrong. Incorrect answers are kept side by side, expected next to engine values (Figure
+engine row without one is *undue* (Figure B.3). An undue row that is an exact copy (keys and
+compared fields) of a matched engine row is listed as a *duplicate*: an answer the engine gave
+twice; it counts as undue. Rows may come in any order and any number of times: the outcome is a
+count, never an error. A stream passes only when there is nothing missing, undue or wrong. Incorrect answers are kept side by side, expected next to engine values (Figure
 B.5), up to a display limit; the counts always cover every row.
 
 Compared fields are the schema's fields minus the keys and minus `NOT_COMPARED`: `inputTS` is a
@@ -35,6 +37,7 @@ PAIRS_KEYS = {
     MARKET_ORDER.name: ("strategy", "inputTickTS", "type", "symbol"),
 }
 MISSING, UNDUE, WRONG = "missing", "undue", "wrong"
+DUPLICATE = "duplicate"          # listed outcome of an undue row that repeats a matched engine row
 DEFAULT_LIST_LIMIT = 1000
 
 
@@ -61,7 +64,8 @@ class StreamComparison:
 
     `incorrect` lists at most `list_limit` rows, ordered by the first long key (the input tick
     time for Pairs), then expected-row order, with undue rows after in engine-row order. Its
-    columns: `outcome` (missing, undue, wrong), the keys, `differs` (the fields that disagree,
+    columns: `outcome` (missing, undue, wrong, or duplicate for an undue row that is an exact copy
+    of a matched engine row; `duplicates` counts those, a part of `undue`), the keys, `differs` (the fields that disagree,
     comma-separated), and `expected.<field>` / `engine.<field>` for every compared field.
     """
 
@@ -78,6 +82,7 @@ class StreamComparison:
     mismatches_by_field: dict[str, int] = field(default_factory=dict)
     incorrect: pd.DataFrame = field(default_factory=pd.DataFrame)
     list_limit: int = DEFAULT_LIST_LIMIT
+    duplicates: int = 0              # undue rows that repeat a matched engine row exactly
 
     def __post_init__(self) -> None:
         counts = (self.expected, self.engine, self.correct, self.missing, self.undue, self.wrong)
@@ -86,6 +91,8 @@ class StreamComparison:
         if self.correct + self.wrong + self.missing != self.expected \
                 or self.correct + self.wrong + self.undue != self.engine:
             raise CepkitError(f"stream {self.stream}: answer counts do not add up {counts}")
+        if not 0 <= self.duplicates <= self.undue:
+            raise CepkitError(f"stream {self.stream}: {self.duplicates} duplicates among {self.undue} undue answers")
         if len(self.incorrect) > min(self.list_limit, self.incorrect_count):
             raise CepkitError(f"stream {self.stream}: more incorrect answers listed than counted")
 
@@ -105,7 +112,7 @@ class StreamComparison:
         return {"stream": self.stream, "verdict": self.verdict, "keys": list(self.keys),
                 "compared": list(self.compared), "tolerance": self.tolerance.to_dict(),
                 "expected": self.expected, "engine": self.engine, "correct": self.correct,
-                "missing": self.missing, "undue": self.undue, "wrong": self.wrong,
+                "missing": self.missing, "undue": self.undue, "duplicates": self.duplicates, "wrong": self.wrong,
                 "mismatches_by_field": dict(self.mismatches_by_field),
                 "incorrect_listed": len(self.incorrect)}
 
@@ -161,14 +168,16 @@ def compare_stream(expected: pd.DataFrame, engine: pd.DataFrame, schema: RecordS
     n_wrong = int(wrong_mask.sum())
     n_missing = int(len(expected) - len(exp_idx))
     n_undue = int(unmatched_eng.sum())
+    undue_pos = np.flatnonzero(unmatched_eng)
+    duplicate = _repeats(engine, keys + fields, eng_idx, undue_pos)
     listing = _incorrect_rows(expected, engine, schema, keys, fields, exp_idx, eng_idx, wrong_mask, differs,
-                              np.flatnonzero(~matched), np.flatnonzero(unmatched_eng), list_limit)
+                              np.flatnonzero(~matched), undue_pos, list_limit, duplicate)
     return StreamComparison(
         stream=schema.name, keys=keys, compared=fields, tolerance=tolerance,
         expected=len(expected), engine=len(engine), correct=len(exp_idx) - n_wrong,
         missing=n_missing, undue=n_undue, wrong=n_wrong,
         mismatches_by_field={f: int(d.sum()) for f, d in differs.items() if d.any()},
-        incorrect=listing, list_limit=list_limit)
+        incorrect=listing, list_limit=list_limit, duplicates=int(duplicate.sum()))
 
 
 # -- matching --------------------------------------------------------------------------------
@@ -266,12 +275,25 @@ def _floats(s: pd.Series) -> np.ndarray:
         raise CepkitError(f"column {s.name!r} does not hold numbers") from None
 
 
+def _repeats(engine: pd.DataFrame, columns: Sequence[str], matched: np.ndarray, undue: np.ndarray) -> np.ndarray:
+    """For each undue engine row: is it an exact copy (every column in `columns` equal, null equal
+    to null) of a matched engine row?"""
+    if not len(undue) or not len(matched):
+        return np.zeros(len(undue), dtype=bool)
+    code = np.zeros(len(engine), dtype=np.int64)
+    for c in columns:
+        part = pd.factorize(engine[c].reset_index(drop=True), use_na_sentinel=False)[0].astype(np.int64)
+        code = pd.factorize(code * (int(part.max(initial=0)) + 1) + part)[0].astype(np.int64)
+    return np.isin(code[undue], code[matched])
+
+
 # -- listing incorrect answers ---------------------------------------------------------------
 
 def _incorrect_rows(expected, engine, schema, keys, fields, exp_idx, eng_idx, wrong_mask, differs,
-                    missing_pos, undue_pos, limit) -> pd.DataFrame:
+                    missing_pos, undue_pos, limit, duplicate=None) -> pd.DataFrame:
     wrong_exp, wrong_eng = exp_idx[wrong_mask], eng_idx[wrong_mask]
-    outcome = np.concatenate([np.full(len(missing_pos), 0), np.full(len(undue_pos), 1), np.full(len(wrong_exp), 2)])
+    undue_kind = np.where(duplicate, 3, 1) if duplicate is not None else np.full(len(undue_pos), 1)
+    outcome = np.concatenate([np.full(len(missing_pos), 0), undue_kind, np.full(len(wrong_exp), 2)])
     exp_pos = np.concatenate([missing_pos, np.full(len(undue_pos), -1), wrong_exp])
     eng_pos = np.concatenate([np.full(len(missing_pos), -1), undue_pos, wrong_eng])
     # Within a time, expected rows (missing, wrong) come in expected order, undue ones after them.
@@ -292,7 +314,7 @@ def _incorrect_rows(expected, engine, schema, keys, fields, exp_idx, eng_idx, wr
     differ_text[outcome == 2] = [", ".join(f for f in fields if flags[f][i]) for i in range(len(listed_wrong))]
 
     has_exp, has_eng = exp_pos >= 0, eng_pos >= 0
-    cols: dict[str, object] = {"outcome": np.array([MISSING, UNDUE, WRONG], dtype=object)[outcome]}
+    cols: dict[str, object] = {"outcome": np.array([MISSING, UNDUE, WRONG, DUPLICATE], dtype=object)[outcome]}
     for k in keys:
         cols[k] = np.where(has_exp, _take(expected[k], exp_pos), _take(engine[k], eng_pos))
     cols["differs"] = differ_text

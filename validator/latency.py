@@ -9,6 +9,10 @@ ceil(p/100 * n) (1-based) in ascending order, so it is always an observed latenc
 `method="inverted_cdf"`, computed here with exact integer rank arithmetic because numpy's floating
 q*n rounds up at some sizes (n = 1000, p = 99.9 gives rank 1000 in numpy instead of 999).
 
+Every percentile of `LatencyStats` comes with its sample count and its distribution-free 95 %
+confidence interval (validator.order_stats; open, None, on a side too few samples cannot bound),
+and so does the p99 behind a `Pscore`, whose interval follows from it.
+
 Outputs are placed on the rate profile's time axis by their `inputTS`, so an output belongs to the
 phase during which its triggering event was released (see `Clocks`).
 """
@@ -24,10 +28,9 @@ import pandas as pd
 from kit.errors import CepkitError
 from kit.profiles import RateProfile
 from kit.scale import load, pscore
+from validator.order_stats import (PERCENTILES, Percentile, ci_values, interval_text, nearest_rank_of,
+                                   percentile_note)
 from validator.outputlog import ARRIVAL_TS, INGEST_TS, INPUT_TS, Clocks
-
-# Name -> percentile as an exact fraction (numerator, denominator).
-PERCENTILES = {"p50": (50, 100), "p90": (90, 100), "p95": (95, 100), "p99": (99, 100), "p999": (999, 1000)}
 
 
 def nearest_rank(sorted_values: np.ndarray, num: int, den: int):
@@ -35,13 +38,16 @@ def nearest_rank(sorted_values: np.ndarray, num: int, den: int):
     n = len(sorted_values)
     if n == 0:
         return None
-    rank = max(1, -(-num * n // den))  # ceil(num * n / den) in integers
-    return sorted_values[rank - 1].item()
+    return sorted_values[nearest_rank_of(n, num, den) - 1].item()
 
 
 @dataclass(frozen=True)
 class LatencyStats:
-    """Summary of latencies in ms; every value is None when there are no latencies."""
+    """Summary of latencies in ms; every value is None when there are no latencies.
+
+    `count` is the sample count behind every percentile; `<p>_ci_low_ms` and `<p>_ci_high_ms` are
+    the 95 % interval of percentile <p> (validator.order_stats.ci_ranks), None on an open side.
+    """
 
     count: int
     mean_ms: float | None
@@ -53,23 +59,46 @@ class LatencyStats:
     p99_ms: int | None
     p999_ms: int | None
     negatives: int
+    p50_ci_low_ms: int | None = None
+    p50_ci_high_ms: int | None = None
+    p90_ci_low_ms: int | None = None
+    p90_ci_high_ms: int | None = None
+    p95_ci_low_ms: int | None = None
+    p95_ci_high_ms: int | None = None
+    p99_ci_low_ms: int | None = None
+    p99_ci_high_ms: int | None = None
+    p999_ci_low_ms: int | None = None
+    p999_ci_high_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.count < 0 or not 0 <= self.negatives <= self.count:
             raise CepkitError(f"latency stats: bad counts (count={self.count}, negatives={self.negatives})")
         values = [self.min_ms, self.p50_ms, self.p90_ms, self.p95_ms, self.p99_ms, self.p999_ms, self.max_ms]
         if self.count == 0:
-            if any(v is not None for v in values + [self.mean_ms]):
+            bounds = [getattr(self, f"{p}_ci_{side}_ms") for p in PERCENTILES for side in ("low", "high")]
+            if any(v is not None for v in values + bounds + [self.mean_ms]):
                 raise CepkitError("latency stats: values given for zero latencies")
             return
         if any(v is None for v in values + [self.mean_ms]) or values != sorted(values):
             raise CepkitError(f"latency stats: percentiles must run min <= p50 <= ... <= max, got {values}")
         if not self.min_ms <= self.mean_ms <= self.max_ms:
             raise CepkitError(f"latency stats: mean {self.mean_ms} outside [{self.min_ms}, {self.max_ms}]")
+        for name in PERCENTILES:
+            p = self.percentile(name)       # checks which sides are open and low <= value <= high
+            if any(b is not None and not self.min_ms <= b <= self.max_ms for b in (p.low, p.high)):
+                raise CepkitError(f"latency stats: the {name} interval [{p.low}, {p.high}] leaves "
+                                  f"[{self.min_ms}, {self.max_ms}]")
 
     @property
     def empty(self) -> bool:
         return self.count == 0
+
+    def percentile(self, name: str) -> Percentile:
+        """Percentile `name` (p50, p90, p95, p99, p999) with its count and 95 % interval."""
+        if name not in PERCENTILES:
+            raise CepkitError(f"latency stats: no percentile {name!r} (have {', '.join(PERCENTILES)})")
+        return Percentile(name, self.count, getattr(self, f"{name}_ms"), getattr(self, f"{name}_ci_low_ms"),
+                          getattr(self, f"{name}_ci_high_ms"))
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -86,10 +115,11 @@ def latency_stats(latencies_ms) -> LatencyStats:
         if not np.all(np.isfinite(a)):
             raise CepkitError("latencies must be finite numbers")
     s = np.sort(a)
-    pct = {name: nearest_rank(s, num, den) for name, (num, den) in PERCENTILES.items()}
+    pct = {f"{name}_ms": nearest_rank(s, num, den) for name, (num, den) in PERCENTILES.items()}
+    for name, (num, den) in PERCENTILES.items():
+        pct[f"{name}_ci_low_ms"], pct[f"{name}_ci_high_ms"] = ci_values(s, num, den)
     return LatencyStats(count=len(s), mean_ms=float(s.mean(dtype=np.float64)), min_ms=s[0].item(), max_ms=s[-1].item(),
-                        p50_ms=pct["p50"], p90_ms=pct["p90"], p95_ms=pct["p95"], p99_ms=pct["p99"],
-                        p999_ms=pct["p999"], negatives=int((s < 0).sum()))
+                        negatives=int((s < 0).sum()), **pct)
 
 
 def _stamp(df: pd.DataFrame, col: str) -> np.ndarray:
@@ -172,9 +202,23 @@ def measurement_mask(input_ts_ms, profile: RateProfile, clocks: Clocks) -> np.nd
     return (run_ms >= start_ms) & (run_ms < end_ms)
 
 
+def pscore_interval(scale_factor: int, p99_ci_low_ms, p99_ci_high_ms) -> tuple[float | None, float | None]:
+    """The 95 % interval of pscore from that of its p99 (ms): pscore = load / p99 falls as p99
+    rises, so it is [load / p99_high, load / p99_low]. An open p99 side opens the opposite pscore
+    side, and so does a p99 bound <= 0 ms (pscore would be unbounded)."""
+    low = None if p99_ci_high_ms is None or p99_ci_high_ms <= 0 else pscore(scale_factor, p99_ci_high_ms / 1000.0)
+    high = None if p99_ci_low_ms is None or p99_ci_low_ms <= 0 else pscore(scale_factor, p99_ci_low_ms / 1000.0)
+    return low, high
+
+
 @dataclass(frozen=True)
 class Pscore:
-    """pscore of a Pairs run: load(SF) / p99 MarketOrder event-time latency (s) over the MI."""
+    """pscore of a Pairs run: load(SF) / p99 MarketOrder event-time latency (s) over the MI.
+
+    `mi_rows` is the number of orders behind the p99; `p99_ci_low_ms`/`p99_ci_high_ms` its 95 %
+    interval and `pscore_ci_low`/`pscore_ci_high` the pscore's (see `pscore_interval`), None on
+    an open side.
+    """
 
     scale_factor: int
     load: int
@@ -183,6 +227,10 @@ class Pscore:
     mi_rows: int
     mi_start_ms: int
     mi_end_ms: int
+    p99_ci_low_ms: int | None
+    p99_ci_high_ms: int | None
+    pscore_ci_low: float | None
+    pscore_ci_high: float | None
 
     def __post_init__(self) -> None:
         if self.load != load(self.scale_factor):
@@ -190,6 +238,31 @@ class Pscore:
         if self.mi_rows < 1 or not self.p99_latency_s > 0 or not math.isclose(
                 self.pscore, self.load / self.p99_latency_s, rel_tol=1e-12):
             raise CepkitError(f"pscore: inconsistent values {self}")
+        self.p99                            # checks the p99 interval against the order count
+        expected = pscore_interval(self.scale_factor, self.p99_ci_low_ms, self.p99_ci_high_ms)
+        given = (self.pscore_ci_low, self.pscore_ci_high)
+        if any((e is None) != (g is None) or (e is not None and not math.isclose(e, g, rel_tol=1e-12))
+               for e, g in zip(expected, given)):
+            raise CepkitError(f"pscore: interval {given} does not follow from the p99 interval "
+                              f"[{self.p99_ci_low_ms}, {self.p99_ci_high_ms}] ms (expected {expected})")
+
+    @property
+    def p99(self) -> Percentile:
+        """The MarketOrder p99 behind the score, in ms, with its order count and interval."""
+        return Percentile("p99", self.mi_rows, round(self.p99_latency_s * 1000.0), self.p99_ci_low_ms,
+                          self.p99_ci_high_ms)
+
+    def text(self, noun: str = "orders") -> str:
+        """'pscore: 4.93 (95 % CI ≤ 7.46; p99 from the maximum of 6 orders: too few for a p99)':
+        the pscore with its interval and what its p99 rests on, in the words of
+        validator.order_stats."""
+        p = self.p99
+        ci = interval_text(self.pscore_ci_low, self.pscore_ci_high, lambda v: f"{v:,.2f}")
+        # Too few orders for an upper p99 bound leave the pscore without a lower one; say from how
+        # many it gets one, as the p99's own wording does (the maximum case already says "too few").
+        if p.high is None and self.pscore_ci_high is not None and not p.is_maximum:
+            ci += f", no lower bound below {p.closed_from:,} {noun}"
+        return f"pscore: {self.pscore:,.2f} (95 % CI {ci}; p99 from {percentile_note(p, noun)})"
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -210,8 +283,11 @@ def pscore_for_run(scale_factor: int, market_orders: pd.DataFrame, profile: Rate
     if stats.count == 0:
         raise CepkitError("MarketOrder: no order in the measurement interval has an inputTS")
     p99_s = stats.p99_ms / 1000.0
+    ci_low, ci_high = pscore_interval(scale_factor, stats.p99_ci_low_ms, stats.p99_ci_high_ms)
     return Pscore(scale_factor=scale_factor, load=load(scale_factor), p99_latency_s=p99_s,
-                  pscore=pscore(scale_factor, p99_s), mi_rows=stats.count, mi_start_ms=start_ms, mi_end_ms=end_ms)
+                  pscore=pscore(scale_factor, p99_s), mi_rows=stats.count, mi_start_ms=start_ms, mi_end_ms=end_ms,
+                  p99_ci_low_ms=stats.p99_ci_low_ms, p99_ci_high_ms=stats.p99_ci_high_ms,
+                  pscore_ci_low=ci_low, pscore_ci_high=ci_high)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 page (figures are PNG data URIs; nothing else is written) in the look of the Pairs report
 (validator.report, validator.plots). It shows:
 
-- the points' table: params, queries, status, verdict, rate, p50/p99, CPU and peak RSS;
+- the points' table: params, queries, status, verdict, rate, p50/p99 with the count of latencies
+  and the p99's 95 % interval (worded by validator.order_stats), CPU and peak RSS;
 - per experiment with two or more points, the metric against the swept factor (sustainable
   throughput in "sustainable" mode, Fig 4.3/4.5/4.11/4.15/4.18; p99 latency in "fixed-rate" mode)
   over peak RSS and, for stateful queries, the state store's peak memory (Tables 4.3-4.4);
@@ -36,6 +37,7 @@ from kit.errors import CepkitError
 from kit.profiles import RateProfile
 from validator import plots
 from validator.adaptivity import PEAK, AdaptivityMetrics
+from validator.order_stats import Percentile, percentile_text
 from validator.outputlog import ARRIVAL_TS, INPUT_TS, Clocks, read_output_log, read_resources
 from validator.report import FAILED, PASSED, adaptivity_rows, data_uri, environment
 
@@ -67,11 +69,23 @@ class WorkloadPoint:
     engine_dir: Path | None = None
     profile: RateProfile | None = None
     state_mib: float | None = None      # peak state-store memory of the stateful operators
+    latency_count: int | None = None    # latencies behind p50/p99 (None: not validated, unknown)
+    p99_ci_low_ms: int | None = None    # the p99's 95 % interval, None on an open side
+    p99_ci_high_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {str(k): str(v) for k, v in dict(self.params).items()})
         if self.engine_dir is not None:
             object.__setattr__(self, "engine_dir", Path(self.engine_dir))
+        if self.latency_count is not None:
+            self.p99                        # checks the count against the p99 and its interval
+
+    @property
+    def p99(self) -> Percentile | None:
+        """The p99 with its count and interval, when the count is known."""
+        if self.latency_count is None:
+            return None
+        return Percentile("p99", self.latency_count, self.p99_ms, self.p99_ci_low_ms, self.p99_ci_high_ms)
 
     def y(self, mode: str) -> float | None:
         """The point's value on the mode's charts: sustainable throughput or p99 latency."""
@@ -142,7 +156,19 @@ def _row(p: WorkloadPoint, mode: str) -> dict:
     return {"p": p, "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "rate": _finite(rate),
             "y": p.y(mode), "rss": _finite(p.peak_rss_mib), "cpu": _finite(p.mean_cpu_percent),
             "state": _finite(p.state_mib),
+            "p99": p99_cell(p.p99_ms, p.latency_count, p.p99_ci_low_ms, p.p99_ci_high_ms),
             "verdict_class": p.verdict.lower().replace(" ", "-")}
+
+
+def p99_cell(p99_ms, count: int | None, low=None, high=None, missing: str = "–") -> str:
+    """A p99 (ms) for a table cell: the value, and with a known sample count its 95 % interval and
+    the small-sample wording (validator.order_stats.percentile_text, short form); just the value
+    when the count is unknown (a run not validated: the p99 is the sink's)."""
+    if count is None:
+        return missing if p99_ms is None else f"{p99_ms:,}"
+    if count == 0:
+        return missing
+    return percentile_text(Percentile("p99", count, p99_ms, low, high), unit="", short=True)
 
 
 def _finite(v) -> float | None:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kit.errors import CepkitError
-from kit.workload import PairsStrategy
-from validator.ticks import TickBatch, iter_ticks
+from kit.errors import CepkitError, at
+from kit.manifest import Manifest
+from kit.workload import PairsStrategy, load_aux
+from validator.ticks import TickBatch, iter_ticks, open_ticks
 
 FLAT, LONG_SHORT, SHORT_LONG = "FLAT", "LONG_SHORT", "SHORT_LONG"
 COLLAPSE_REL = 1e-12
@@ -75,6 +76,16 @@ class PairsReference:
     input_per_second: pd.DataFrame | None = None   # second (since origin), count: ticks of the dataset
 
 
+def _sum_by(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """Sum of `weights` per key in 0..size-1, always float64 (exact: integer sums below 2^53).
+
+    `np.bincount` with weights returns int64, not float64, when `key` is empty (a batch without a
+    tick of any monitored symbol), and adding the float carry to that failed; the dtype is fixed
+    here, where the sums are made."""
+    return np.bincount(key, weights=weights.astype(np.float64, copy=False), minlength=size).astype(np.float64,
+                                                                                                  copy=False)
+
+
 class _PeriodAccumulator:
     """Streams tick batches into closed periods of one length."""
 
@@ -82,7 +93,7 @@ class _PeriodAccumulator:
         self.period_ms = period_ms
         self.n = n_symbols
         self.cur = None                                   # period index of the open period
-        self.open_sum = np.zeros(n_symbols)
+        self.open_sum = np.zeros(n_symbols, dtype=np.float64)
         self.open_cnt = np.zeros(n_symbols, dtype=np.int64)
         self.last = np.zeros(n_symbols, dtype=np.int64)   # last price so far (0: no tick yet)
         self.out: dict[str, list] = {k: [] for k in ("off", "ts", "sum", "cnt", "last")}
@@ -108,8 +119,8 @@ class _PeriodAccumulator:
         nseg = len(starts)
         mon = b.sym >= 0
         key = seg_of[mon] * self.n + b.sym[mon]
-        sums = np.bincount(key, weights=b.price[mon], minlength=nseg * self.n).reshape(nseg, self.n)
-        cnts = np.bincount(key, minlength=nseg * self.n).reshape(nseg, self.n)
+        sums = _sum_by(key, b.price[mon], nseg * self.n).reshape(nseg, self.n)
+        cnts = np.bincount(key, minlength=nseg * self.n).astype(np.int64, copy=False).reshape(nseg, self.n)
         seg_last = np.zeros(nseg * self.n, dtype=np.int64)
         if key.size:
             uniq, first_rev = np.unique(key[::-1], return_index=True)
@@ -262,19 +273,58 @@ class _PerSecond:
         return pd.DataFrame({"second": np.arange(len(self.counts)), "count": self.counts})
 
 
-def compute_reference(ticks_dir: Path, strategies: Sequence[StrategyParams],
-                      count_from_ms: int | None = None) -> PairsReference:
-    """Expected outputs of `strategies` over the dataset in `ticks_dir`; with `count_from_ms`,
-    also the input ticks per second since then (for the report's input-rate chart)."""
+def compute_reference(ticks_dir: Path | Manifest, strategies: Sequence[StrategyParams],
+                      count_from_ms: int | None = None, *, strategies_file: Path | None = None,
+                      verify: bool = True) -> PairsReference:
+    """Expected outputs of `strategies` over the dataset in `ticks_dir` (a directory, read and
+    verified with `verify`, or its manifest already read); with `count_from_ms`, also the input
+    ticks per second since then (for the report's input-rate chart).
+
+    Every symbol a strategy watches must be a symbol of the dataset: of its `pairs-aux.json` when
+    the manifest names one (checked before any tick is read), else one that occurs in its ticks.
+    Otherwise an error names `strategies_file`, the strategy and the symbol."""
+    manifest = open_ticks(ticks_dir, verify=verify)
     symbols = sorted({s for st in strategies for s in (st.symbol1, st.symbol2)})
     index = {s: i for i, s in enumerate(symbols)}
-    batches: Iterable[TickBatch] = iter_ticks(ticks_dir, symbols)
+    listed = dataset_symbols(manifest)
+    if listed is not None:
+        check_symbols(strategies, listed, strategies_file, f"{manifest.aux_path} lists {len(listed)} symbols")
+    seen = np.zeros(len(symbols), dtype=bool)
+    batches: Iterable[TickBatch] = _mark_seen(iter_ticks(manifest, symbols), seen)
     counter = _PerSecond(count_from_ms) if count_from_ms is not None else None
     if counter is not None:
         batches = counter.tally(batches)
     periods = closed_periods(batches, [st.period_length_s * 1000 for st in strategies], len(symbols))
+    if listed is None:
+        check_symbols(strategies, {s for s, hit in zip(symbols, seen) if hit}, strategies_file,
+                      f"no tick of it in {manifest.directory}")
     ref = reference_from_periods(periods, strategies, index)
     return dataclasses.replace(ref, input_per_second=counter.frame()) if counter is not None else ref
+
+
+def dataset_symbols(manifest: Manifest) -> frozenset[str] | None:
+    """The symbols `pairs-aux.json` lists, when the manifest names that file (None otherwise)."""
+    if manifest.aux_path is None:
+        return None
+    return load_aux(manifest.aux_path).symbol_set
+
+
+def check_symbols(strategies: Sequence[StrategyParams], symbols: Collection[str], strategies_file: Path | None,
+                  why: str) -> None:
+    """Every watched symbol is in `symbols`; else one line naming the file, strategy and symbol."""
+    for st in strategies:
+        for sym in (st.symbol1, st.symbol2):
+            if sym not in symbols:
+                raise at(strategies_file if strategies_file is not None else "strategies", st.alias,
+                         f"symbol {sym} is not a symbol of the dataset ({why})")
+
+
+def _mark_seen(batches: Iterable[TickBatch], seen: np.ndarray) -> Iterator[TickBatch]:
+    for b in batches:
+        hit = b.sym[b.sym >= 0]
+        if hit.size:
+            seen[np.unique(hit)] = True
+        yield b
 
 
 def reference_from_periods(periods: dict[int, ClosedPeriods], strategies: Sequence[StrategyParams],

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.manifest import read_manifest
 from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import read_strategies
@@ -22,8 +23,7 @@ from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import INPUT_TS, Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
-from validator.report import ReportInputs, StrategyChart, format_text_report, write_report
-from validator.ticks import read_manifest
+from validator.report import ReportInputs, StrategyChart, format_text_report, pscore_lines, write_report
 
 SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
 
@@ -39,6 +39,9 @@ class PairsValidation:
     chart_strategy: str | None = None
     # The measurement interval in ms on the run's time axis; None ends: the profile's (see run_profile).
     measure_ms: tuple[int | None, int | None] = (None, None)
+    # Verify the dataset's files against its manifest (sha256, CSV row counts); False (--no-verify)
+    # still checks presence, paths, sizes and Parquet row counts (kit.manifest).
+    verify: bool = True
 
     def __post_init__(self) -> None:
         if not Path(self.data_dir).is_dir():
@@ -57,6 +60,10 @@ class PairsOutcome:
     p99_ms: float | None = None          # MarketOrder event-time latency p99 in the measurement interval
     latency_p99_ms: dict | None = None   # per stream, over the whole run
     pscore_note: str | None = None       # why there is no pscore, when there is none
+    p99_count: int | None = None         # the MarketOrder rows in the measurement interval behind p99 and pscore
+    p99_ci_ms: tuple | None = None       # (low, high) 95 % interval of that p99 in ms; None on an open side
+    pscore_ci: tuple | None = None       # (low, high) 95 % interval of the pscore; None on an open side
+    lines: tuple[str, ...] = ()          # p99 and pscore in words with count and interval (report.pscore_lines)
 
 
 def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
@@ -98,11 +105,16 @@ def run_profile(manifest: dict, clocks: Clocks | None, outputs, measure_ms=(None
 def validate_pairs(v: PairsValidation) -> PairsOutcome:
     spec = read_strategies(v.strategies_file)
     params = [StrategyParams.of(s) for s in spec.strategies]
-    manifest = read_manifest(Path(v.data_dir))
-    ref = compute_reference(Path(v.data_dir), params, count_from_ms=int(manifest["start_epoch_ms"]))
+    dataset = read_manifest(Path(v.data_dir), verify=v.verify)
+    dataset.rate_profile()        # a malformed profile is one line naming the manifest
+    manifest = dict(dataset.doc)
+    ref = compute_reference(dataset, params, count_from_ms=dataset.start_epoch_ms,
+                            strategies_file=Path(v.strategies_file))
     expected = {"Indicator": ref.indicators.drop(columns="inputOffset"),
                 "MarketOrder": ref.orders.drop(columns="inputOffset")}
     profile = run_profile(manifest, None, (), v.measure_ms)
+    # Every input is read (and refused if malformed) before anything is written.
+    log = read_output_log(v.log, SCHEMAS) if v.log is not None else None
     out = Path(v.out_dir)
     (out / "expected").mkdir(parents=True, exist_ok=False)
     for name, df in expected.items():
@@ -110,8 +122,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
     ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
     comparisons: list[StreamComparison] = []
     latency, pscore, clocks, resources, pscore_note = [], None, None, None, None
-    if v.log is not None:
-        log = read_output_log(v.log, SCHEMAS)
+    if log is not None:
         clocks = log.clocks
         profile = run_profile(manifest, clocks, [log.stream(name) for name in SCHEMAS], v.measure_ms)
         for name, schema in SCHEMAS.items():
@@ -135,8 +146,13 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         input_series=ref.input_per_second, resources=resources,
         chart=_chart(v.chart_strategy, expected))
     report = write_report(inputs, out)
-    text = format_text_report(tuple(comparisons)) if comparisons else "no engine log: expected answers only"
+    text = format_text_report(tuple(comparisons), latency=tuple(latency)) if comparisons \
+        else "no engine log: expected answers only"
     return PairsOutcome(inputs.verdict, tuple(comparisons), report, text,
                         None if pscore is None else pscore.pscore,
                         None if pscore is None else pscore.p99_latency_s * 1000.0,
-                        {lat.stream: lat.event.p99_ms for lat in latency} if latency else None, pscore_note)
+                        {lat.stream: lat.event.p99_ms for lat in latency} if latency else None, pscore_note,
+                        None if pscore is None else pscore.mi_rows,
+                        None if pscore is None else (pscore.p99_ci_low_ms, pscore.p99_ci_high_ms),
+                        None if pscore is None else (pscore.pscore_ci_low, pscore.pscore_ci_high),
+                        pscore_lines(pscore, pscore_note) if v.log is not None else ())

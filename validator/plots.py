@@ -22,6 +22,7 @@ from matplotlib.transforms import offset_copy
 from kit.errors import CepkitError
 from kit.profiles import RateProfile
 from validator.latency import StreamLatency
+from validator.order_stats import percentile_text
 from validator.outputlog import Clocks
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 3.6, 110
@@ -188,9 +189,9 @@ def plot_latency_histogram(path: Path, latencies: Sequence[StreamLatency], bins:
                 continue
             c = PALETTE[i % len(PALETTE)]
             counts, _ = np.histogram(s.event_latencies_ms, bins=edges)
+            p99 = percentile_text(s.event.percentile("p99"), short=True)     # "max of 6: too few" when so
             ax.stairs(counts, edges, color=c, fill=True, alpha=0.35,
-                      label=f"{s.stream}: {s.event.count:,} outputs, "
-                            f"p50 {s.event.p50_ms:,} ms, p99 {s.event.p99_ms:,} ms")
+                      label=f"{s.stream}: {s.event.count:,} outputs, p50 {s.event.p50_ms:,} ms, p99 {p99}")
             ax.stairs(counts, edges, color=c, lw=1.0)
             ax.axvline(s.event.p50_ms, color=c, ls=":", lw=1.0)
             ax.axvline(s.event.p99_ms, color=c, ls="--", lw=1.0)

@@ -4,7 +4,10 @@
 data URIs and also kept under `figures/`), `summary.json` (every number of the page, for tools)
 and the PNG figures. `format_text_report(comparisons)` gives the console report: per stream the
 expected, engine, correct, missing, undue and wrong answer counts and the verdict, then the first
-incorrect answers side by side (Figure B.5).
+incorrect answers side by side (Figure B.5), and, when given, each stream's p50/p99 latency and the
+pscore. Wherever a percentile or the pscore is shown it comes with its sample count and 95 %
+interval, worded once by validator.order_stats (a p99 of fewer than 100 values says it is
+their maximum).
 
 What goes in is gathered by the caller into one frozen `ReportInputs`; sections whose inputs are
 absent are left out of the page.
@@ -30,6 +33,7 @@ from validator import plots
 from validator.adaptivity import AdaptivityMetrics
 from validator.compare import StreamComparison, all_passed
 from validator.latency import Pscore, StreamLatency
+from validator.order_stats import PERCENTILES, interval_text, percentile_note, percentile_text
 from validator.outputlog import RESOURCE_COLUMNS, Clocks
 
 SUMMARY_KIND = "cepkit.validation-summary"
@@ -120,8 +124,10 @@ class ReportInputs:
 
 # -- plain text ------------------------------------------------------------------------------
 
-def format_text_report(comparisons: Sequence[StreamComparison], shown: int = TEXT_SHOWN) -> str:
-    """The console report of thesis Figure B.3, followed by the first incorrect answers (B.5)."""
+def format_text_report(comparisons: Sequence[StreamComparison], shown: int = TEXT_SHOWN,
+                       latency: Sequence[StreamLatency] = (), pscore: Pscore | None = None) -> str:
+    """The console report of thesis Figure B.3, followed by the first incorrect answers (B.5),
+    then each stream's event-time p50 and p99 and the pscore, when given."""
     verdict = _verdict(comparisons)
     lines = [f"Validation result: {verdict}" + ("!" if verdict == FAILED else "")]
     for c in comparisons:
@@ -140,7 +146,40 @@ def format_text_report(comparisons: Sequence[StreamComparison], shown: int = TEX
         lines += ["", f"Incorrect {c.stream} answers (first {len(rows)} of {c.incorrect_count}; "
                       f"keys {', '.join(c.keys)}):"]
         lines += ["  " + line for line in _text_table(rows).splitlines()]
+    if latency:
+        lines += ["", "Event-time latency of the outputs triggered in the measurement interval:"]
+        for s in latency:
+            lines += [f"- {s.stream}: {percentile_text(s.event.percentile(n), 'outputs')}" for n in ("p50", "p99")]
+    if pscore is not None:
+        lines += ["", pscore.text()]
     return "\n".join(lines) + "\n"
+
+
+def pscore_lines(pscore: Pscore | None, note: str | None = None) -> tuple[str, ...]:
+    """The closing lines of a Pairs validation: the MarketOrder p99 over the measurement interval
+    and the pscore, each with its order count and 95 % interval; or why there is no pscore."""
+    if pscore is None:
+        return ("pscore: not computed" + (f": {note}" if note else ""),)
+    return (f"MarketOrder event-time latency in the measurement interval: {percentile_text(pscore.p99, 'orders')}",
+            pscore.text())
+
+
+def pscore_lines_from_summary(path: str | Path) -> tuple[str, ...]:
+    """`pscore_lines` of the validation whose summary.json is `path` (what `cepkit pairs` prints)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CepkitError(f"{path}: cannot read the validation summary: {e}") from None
+    if not isinstance(data, dict) or data.get("kind") != SUMMARY_KIND:
+        raise CepkitError(f"{path}: kind: not a {SUMMARY_KIND} file")
+    if data.get("pscore") is None:
+        note = str((data.get("run") or {}).get("pscore", ""))
+        return pscore_lines(None, note.removeprefix("not computed: ") or None)
+    try:
+        return pscore_lines(Pscore(**data["pscore"]))
+    except (TypeError, CepkitError) as e:     # an older summary without the intervals, or a bad value
+        raise CepkitError(f"{path}: pscore: {e}") from None
 
 
 def _verdict(comparisons: Sequence[StreamComparison]) -> str:
@@ -180,7 +219,8 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
         title=inputs.title, verdict=inputs.verdict, generated=generated, banner=_banner(inputs),
         cards=_cards(inputs), run_info=[(str(k), _cell(v)) for k, v in inputs.run_info.items()],
         comparisons=[_comparison_view(c, inputs.shown) for c in inputs.comparisons],
-        latency=_latency_rows(inputs.latency), pscore=inputs.pscore, adaptivity=adaptivity_rows(inputs.adaptivity),
+        latency=_latency_rows(inputs.latency), pscore=_pscore_view(inputs.pscore),
+        adaptivity=adaptivity_rows(inputs.adaptivity),
         phases=_phase_rows(inputs.profile), clocks=inputs.clocks,
         figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes)
     path = out / "report.html"
@@ -259,11 +299,14 @@ def _cards(inputs: ReportInputs) -> list[dict]:
     cards = []
     if inputs.pscore is not None:
         p = inputs.pscore
-        cards += [{"label": "pscore", "value": f"{p.pscore:,.2f}", "unit": "work/s²"},
+        ci = interval_text(p.pscore_ci_low, p.pscore_ci_high, lambda v: f"{v:,.2f}")
+        cards += [{"label": "pscore", "value": f"{p.pscore:,.2f}", "unit": f"work/s² · 95 % CI {ci}"},
                   {"label": "load", "value": f"{p.load:,}", "unit": f"work/s (SF {p.scale_factor})"},
-                  {"label": "p99 MarketOrder latency", "value": f"{p.p99_latency_s * 1000:,.0f}", "unit": "ms"}]
+                  {"label": "p99 MarketOrder latency", "value": f"{p.p99_latency_s * 1000:,.0f}",
+                   "unit": f"ms · {percentile_note(p.p99, 'orders')}"}]
     for s in inputs.latency[:2] if inputs.pscore is None else []:
-        cards.append({"label": f"p99 {s.stream} latency", "value": _num(s.event.p99_ms), "unit": "ms"})
+        cards.append({"label": f"p99 {s.stream} latency", "value": _num(s.event.p99_ms),
+                      "unit": f"ms · {percentile_note(s.event.percentile('p99'), 'outputs')}"})
     if inputs.adaptivity is not None:
         a = inputs.adaptivity
         cards.append({"label": "max peak latency", "value": _num(a.max_peak_latency_ms), "unit": "ms"})
@@ -286,12 +329,28 @@ def _comparison_view(c: StreamComparison, shown: int) -> dict:
 
 
 def _latency_rows(latency: Sequence[StreamLatency]) -> list[dict]:
+    """Per stream and clock: the stats, each percentile's cell (value, interval, whether it is
+    merely the sample maximum) and the p99 in words."""
     rows = []
     for s in latency:
-        rows.append({"stream": s.stream, "kind": "event time", "stats": s.event})
-        if s.processing is not None:
-            rows.append({"stream": s.stream, "kind": "processing time", "stats": s.processing})
+        for kind, stats in (("event time", s.event), ("processing time", s.processing)):
+            if stats is None:
+                continue
+            cells = []
+            for name in PERCENTILES:
+                p = stats.percentile(name)
+                cells.append({"value": p.value, "ci": interval_text(p.low, p.high) if p.n else "",
+                              "maximum": p.is_maximum})
+            rows.append({"stream": s.stream, "kind": kind, "stats": stats, "cells": cells,
+                         "p99_text": percentile_text(stats.percentile("p99"), "outputs")})
     return rows
+
+
+def _pscore_view(p: Pscore | None) -> dict | None:
+    if p is None:
+        return None
+    return {"p": p, "p99_text": percentile_text(p.p99, "orders"), "text": p.text(),
+            "ci": interval_text(p.pscore_ci_low, p.pscore_ci_high, lambda v: f"{v:,.2f}")}
 
 
 def adaptivity_rows(a: AdaptivityMetrics | None) -> list[tuple[str, str, str]] | None:

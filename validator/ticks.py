@@ -1,17 +1,23 @@
 """Reading a tick dataset for the reference engine, independently of the generator's code.
 
 The validator must not share code with what it checks, so it reads datasets from their
-documented layout (specs/DATA.md): `manifest.json` lists the tick files in event order; each
-file holds `symbol`, `price`, `tickTS` (plus `size`). Batches are yielded in event order with
-the symbol mapped to an index into a caller-given list (-1 for symbols not in the list).
+documented layout (specs/DATA.md): `manifest.json` (read and verified by `kit.manifest`, the one
+manifest reader) lists the tick files in event order; each file holds `symbol`, `price`, `tickTS`
+(plus `size`). Batches are yielded in event order with the symbol mapped to an index into a
+caller-given list (-1 for symbols not in the list).
+
+Nothing is skipped: a file without one of those columns, a column of the wrong type, a null, a
+CSV value that is no integer, a price that is not a positive int32 number of cents is one error
+naming the file and the column (and the data row, 1-based, or the CSV line).
 """
 
 from __future__ import annotations
 
-import json
+import csv
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +26,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
+from kit.manifest import FILE_NAME, DataFile, Manifest, csv_value_error, load_manifest
+from kit.manifest import read_manifest as read_dataset_manifest
 
-MANIFEST_KIND = "cepkit.datagen-manifest"
 BATCH_ROWS = 1 << 20
+COLUMNS = ("symbol", "price", "tickTS")
+CSV_TYPES = {"symbol": pa.string(), "price": pa.int64(), "tickTS": pa.int64()}
+PRICE_MIN, PRICE_MAX = 1, (1 << 31) - 1          # cents; DATA.md: int32, never below 1 cent
 
 
 @dataclass(frozen=True)
@@ -35,65 +45,140 @@ class TickBatch:
     tick_ts_ms: np.ndarray  # int64
 
 
-def read_manifest(directory: Path) -> dict:
-    """A dataset's manifest.json, checked to be a cepkit datagen manifest."""
-    mpath = Path(directory) / "manifest.json"
-    try:
-        manifest = json.loads(mpath.read_text())
-    except FileNotFoundError:
-        raise CepkitError(f"{mpath}: not found; is {directory} a cepkit dataset?") from None
-    except json.JSONDecodeError as e:
-        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    if manifest.get("kind") != MANIFEST_KIND:
-        raise at(mpath, "kind", f"expected {MANIFEST_KIND!r}, got {manifest.get('kind')!r}")
-    return manifest
+def read_manifest(directory: str | os.PathLike) -> dict:
+    """A dataset's manifest document, checked by `kit.manifest` (no data file is read; use
+    `kit.manifest.read_manifest` to verify the files too). Kept for callers that want the dict."""
+    return dict(load_manifest(directory).doc)
 
 
-def dataset_files(directory: Path) -> tuple[list[Path], dict]:
+def open_ticks(source: str | os.PathLike | Manifest, *, verify: bool = True) -> Manifest:
+    """The verified manifest of a tick dataset (a directory, or a manifest already read)."""
+    m = source if isinstance(source, Manifest) else read_dataset_manifest(source, verify=verify)
+    if m.kind != "ticks":
+        raise m.error("streams", "a microbenchmark dataset, not a tick dataset (no stock ticks to read)")
+    return m
+
+
+def dataset_files(source: str | os.PathLike | Manifest, *, verify: bool = True) -> tuple[list[Path], Manifest]:
     """The tick files of a dataset in event order, and its manifest."""
-    directory = Path(directory)
-    mpath = directory / "manifest.json"
-    manifest = read_manifest(directory)
-    files = [directory / f["path"] for f in manifest.get("files", [])]
-    if not files or not all(f.name.startswith("ticks-") for f in files):
-        raise at(mpath, "files", "lists no tick files (ticks-*.parquet or ticks-*.csv)")
-    for f in files:
-        if not f.exists():
-            raise CepkitError(f"{f}: listed in {mpath.name} but missing")
-    return files, manifest
+    m = open_ticks(source, verify=verify)
+    return [f.path for f in m.files], m
 
 
-def _batches_of(path: Path) -> Iterator[pa.RecordBatch]:
-    cols = ["symbol", "price", "tickTS"]
-    try:
-        if path.suffix == ".parquet":
-            yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=cols)
-        else:
-            opts = pacsv.ConvertOptions(include_columns=cols, column_types={
-                "symbol": pa.string(), "price": pa.int64(), "tickTS": pa.int64()})
-            yield from pacsv.open_csv(path, convert_options=opts, read_options=pacsv.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, KeyError) as e:
-        raise CepkitError(f"{path}: cannot read ticks: {str(e).splitlines()[0]}") from None
-
-
-def _symbol_index(col: pa.Array, wanted: pa.Array) -> np.ndarray:
-    if pa.types.is_dictionary(col.type):
-        lookup = pc.index_in(col.dictionary, value_set=wanted).fill_null(-1).to_numpy(zero_copy_only=False)
-        return lookup[col.indices.to_numpy(zero_copy_only=False)].astype(np.int32)
-    return pc.index_in(col, value_set=wanted).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-
-
-def iter_ticks(directory: Path, symbols: Sequence[str]) -> Iterator[TickBatch]:
+def iter_ticks(source: str | os.PathLike | Manifest, symbols: Sequence[str], *,
+               verify: bool = True) -> Iterator[TickBatch]:
     """Ticks of a dataset in event order, with symbols mapped to indices into `symbols`."""
-    files, _ = dataset_files(directory)
+    m = open_ticks(source, verify=verify)
     wanted = pa.array(list(symbols), type=pa.string())
     offset = 0
-    for path in files:
-        for batch in _batches_of(path):
+    for f in m.files:
+        row = 0
+        for batch in _batches_of(f, m.format):
             if batch.num_rows == 0:
                 continue
+            _check_values(f, m.format, batch, row)
             sym = _symbol_index(batch.column("symbol"), wanted)
             price = batch.column("price").to_numpy(zero_copy_only=False).astype(np.int64)
             ts = batch.column("tickTS").to_numpy(zero_copy_only=False).astype(np.int64)
             yield TickBatch(offset, sym, price, ts)
             offset += batch.num_rows
+            row += batch.num_rows
+        if row != f.rows:
+            raise at(f.path, None, f"has {row} rows but {FILE_NAME} says {f.rows} ({f.key}.rows)")
+
+
+# -- one file ----------------------------------------------------------------------------------
+
+def _batches_of(f: DataFile, fmt: str) -> Iterator[pa.RecordBatch]:
+    if fmt == "parquet":
+        yield from _parquet_batches(f.path)
+    else:
+        yield from _csv_batches(f.path)
+
+
+def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    try:
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
+    except (OSError, pa.ArrowException) as e:
+        raise at(path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+    for col in COLUMNS:
+        if col not in schema.names:
+            raise at(path, col, f"missing column (the file has {', '.join(schema.names) or 'none'})")
+        t = schema.field(col).type
+        if not _type_ok(col, t):
+            want = "a string" if col == "symbol" else "an integer"
+            raise at(path, col, f"expected {want} column, got {t}")
+    try:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=list(COLUMNS)):
+            yield batch
+    except (OSError, pa.ArrowException) as e:
+        raise at(path, None, f"cannot read: {_first_line(e)}") from None
+
+
+def _type_ok(col: str, t: pa.DataType) -> bool:
+    if col == "symbol":
+        v = t.value_type if pa.types.is_dictionary(t) else t
+        return pa.types.is_string(v) or pa.types.is_large_string(v)
+    return pa.types.is_integer(t)
+
+
+def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    header = _csv_header(path)
+    for col in COLUMNS:
+        if col not in header:
+            raise at(path, col, f"missing column (the header has {', '.join(header) or 'nothing'})")
+    opts = pacsv.ConvertOptions(include_columns=list(COLUMNS), column_types=CSV_TYPES)
+    try:
+        reader = pacsv.open_csv(path, convert_options=opts, read_options=pacsv.ReadOptions(block_size=1 << 24))
+        for batch in reader:
+            yield batch
+    except (OSError, pa.ArrowException) as e:
+        raise csv_value_error(path, CSV_TYPES, e) from None
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise at(path, 1, f"cannot read the CSV header: {_first_line(e)}") from None
+
+
+def _check_values(f: DataFile, fmt: str, batch: pa.RecordBatch, first_row: int) -> None:
+    """No nulls; prices are positive int32 cents."""
+    for col in COLUMNS:
+        arr = batch.column(col)
+        if arr.null_count:
+            i = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+            raise _row_error(f, fmt, col, first_row + i, "is empty (null); every tick needs a value")
+    price = batch.column("price")
+    mm = pc.min_max(price)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo < PRICE_MIN or hi > PRICE_MAX:
+        values = price.to_numpy(zero_copy_only=False)
+        i = int(np.flatnonzero((values < PRICE_MIN) | (values > PRICE_MAX))[0])
+        raise _row_error(f, fmt, "price", first_row + i,
+                         f"{int(values[i])} is not a price in cents ({PRICE_MIN} to {PRICE_MAX})")
+
+
+def _row_error(f: DataFile, fmt: str, col: str, row: int, message: str) -> CepkitError:
+    # CSV: the file line (the header is line 1); Parquet: the 1-based data row of the file.
+    if fmt == "csv":
+        return at(f.path, row + 2, f"column {col}: {message}")
+    return at(f.path, col, f"data row {row + 1}: {message}")
+
+
+def _symbol_index(col: pa.Array, wanted: pa.Array) -> np.ndarray:
+    if pa.types.is_dictionary(col.type):
+        values = col.dictionary if pa.types.is_string(col.dictionary.type) else col.dictionary.cast(pa.string())
+        lookup = pc.index_in(values, value_set=wanted).fill_null(-1).to_numpy(zero_copy_only=False)
+        return lookup[col.indices.to_numpy(zero_copy_only=False)].astype(np.int32)
+    if not pa.types.is_string(col.type):
+        col = col.cast(pa.string())
+    return pc.index_in(col, value_set=wanted).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

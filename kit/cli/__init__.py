@@ -3,18 +3,26 @@
 Each row of COMMANDS names a module with `register(subparsers)`, which adds its parser and sets
 `handler` to a function taking the parsed arguments. Handlers turn arguments into config objects
 and call library functions; user errors are `CepkitError`, caught once here: one line on stderr,
-exit code 2, a traceback only with `-v`. This package is the only part of `kit` that may import
-the other cepkit packages, and it does so inside handlers, so `cepkit --help` stays light.
+exit code 2, a traceback only with `-v` (the exit code stays 2). An `OSError` that escapes (a
+directory where a file was expected, a read-only or full disk) is the last line of defence: one
+line `cepkit: error: <file>: <reason>`, exit code 2. SIGINT exits 130 ("interrupted"); SIGTERM is
+turned into a KeyboardInterrupt in the main thread, so every `with` block cleans up (staged outputs
+are removed, engines stopped), and exits 143 ("terminated"). This package is the only part of
+`kit` that may import the other cepkit packages, and it does so inside handlers, so `cepkit --help`
+stays light.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
+import traceback
 
 from kit import __version__
-from kit.errors import CepkitError
+from kit.errors import CepkitError, describe_os_error
 
 # (command, handler module, one-line help)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -49,21 +57,56 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                         help="override one config key, e.g. --set pairs.scale_factor=2 (repeatable)")
 
 
+EXIT_INTERRUPTED = 130      # 128 + SIGINT
+EXIT_TERMINATED = 143       # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread where SIGINT raises KeyboardInterrupt."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
+def _install_sigterm():
+    """Route SIGTERM to `Terminated`; returns the previous handler (None: not installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        return None
+
+
+def _fail(args: argparse.Namespace, line: str, code: int) -> int:
+    if getattr(args, "verbose", False):
+        traceback.print_exc()
+    print(f"cepkit: error: {line}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _install_sigterm()
     try:
         result = args.handler(args)
         return int(result or 0)
     except CepkitError as e:
-        if args.verbose:
-            raise
-        print(f"cepkit: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _fail(args, str(e), e.exit_code)
+    except Terminated:
+        print("cepkit: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("cepkit: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except OSError as e:       # the last line of defence: an OS condition nobody turned into a CepkitError
+        return _fail(args, describe_os_error(e), 2)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

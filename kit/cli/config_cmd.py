@@ -12,7 +12,7 @@ def register(sub, name: str, help_text: str) -> None:
     show = actions.add_parser("show", help="print the resolved config as TOML (defaults + file + --set)")
     add_config_options(show)
     show.set_defaults(handler=_show)
-    keys = actions.add_parser("keys", help="list every valid config key")
+    keys = actions.add_parser("keys", help="list every valid config key, its type and range")
     keys.set_defaults(handler=_keys)
 
 
@@ -23,6 +23,8 @@ def _show(args) -> int:
 
 
 def _keys(args) -> int:
-    from kit.config import valid_keys
-    print("\n".join(valid_keys()))
+    from kit.config import describe_keys
+    rows = describe_keys()
+    width = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{width}}  {d}" for k, d in rows))
     return 0

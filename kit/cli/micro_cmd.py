@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from kit.cli.sustainable import SearchConfig
     from kit.cli.progress import console, run_progress
     from kit.config import load_config
+    from kit.atomic import check_parent
     from kit.paths import fresh_path
     from kit.workload import read_suite
 
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         suite = read_suite(path)
         if args.out and len(files) == 1:
             run_dir = Path(args.out)
+            check_parent(run_dir)       # one line, before any work, if --out cannot be created there
         else:
             run_dir = fresh_path(Path(args.out) if args.out else runs_dir,
                                  f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")

@@ -83,6 +83,11 @@ class WorkloadResult:
     lambda_eps: float | None = None  # the calibrated lambda of a burst workload (per stream)
     lambda_rule: str = ""            # how it was chosen (kit.cli.sustainable.choose_lambda)
     state_mib: float | None = None   # peak state-store memory of Spark's stateful operators
+    # The latencies behind p50/p99 and the p99's 95 % interval (validator.order_stats; None on an
+    # open side); all None when the run was not validated (p50/p99 then come from the sink).
+    latency_count: int | None = None
+    p99_ci_low_ms: int | None = None
+    p99_ci_high_ms: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -148,6 +153,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
                             on_progress=_on_the_clock(on_progress, int(duration_s * 1000)))
     # The sink's latency histogram covers every row; validation recomputes it from the log.
     verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", result.latency_p50_ms, result.latency_p99_ms, None
+    stats = None
     if result.status == "completed" and validate:     # partial output of a stopped run proves nothing
         stage(f"{workload.name}: validate")
         outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs",
@@ -166,7 +172,10 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         input_eps=round(mean_eps, 1), outputs=sum(result.outputs.values()), p50_ms=p50, p99_ms=p99,
         peak_rss_mib=None if result.peak_rss_bytes is None else round(result.peak_rss_bytes / 2**20, 1),
         mean_cpu_percent=result.mean_cpu_percent, text=text, adaptivity=adaptivity,
-        state_mib=None if result.peak_state_bytes is None else round(result.peak_state_bytes / 2**20, 2))
+        state_mib=None if result.peak_state_bytes is None else round(result.peak_state_bytes / 2**20, 2),
+        latency_count=None if stats is None else stats.count,
+        p99_ci_low_ms=None if stats is None else stats.p99_ci_low_ms,
+        p99_ci_high_ms=None if stats is None else stats.p99_ci_high_ms)
 
 
 def _joins_database(workload: Workload) -> bool:
@@ -274,7 +283,7 @@ def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
                 best.mean_cpu_percent if best else None, None,
                 None if r.sustainable_eps is None else r.sustainable_eps * streams, None,
                 step_dir / "engine" if step_dir else None, _profile_of(step_dir) if step_dir else None,
-                best.state_mib if best else None))
+                best.state_mib if best else None, **p99_detail(best)))
         else:
             fields = {f.name for f in dataclasses.fields(AdaptivityMetrics)}
             adaptivity = AdaptivityMetrics(**{k: v for k, v in r.adaptivity.items() if k in fields}) \
@@ -283,7 +292,8 @@ def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
             points.append(WorkloadPoint(
                 w.name, w.experiment, params, r.queries, r.status, r.verdict, r.p50_ms, r.p99_ms, r.peak_rss_mib,
                 r.mean_cpu_percent, r.input_eps, None, adaptivity,
-                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir), r.state_mib))
+                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir), r.state_mib,
+                **p99_detail(r)))
     title = f"Microbenchmark suite {suite.name}{' (quick)' if suite.quick else ''}"
     return write_suite_report(title, "sustainable" if searched else "fixed-rate", points, run)
 
@@ -299,22 +309,37 @@ def write_summary(suite: Suite, results: list, run: Path) -> None:
     (run / "summary.md").write_text((search_table(results) if searched else summary_table(results)) + "\n")
 
 
+def p99_detail(r) -> dict:
+    """latency_count, p99_ci_low_ms and p99_ci_high_ms of a WorkloadResult or a search Step (None
+    where it has none: a Step carries them once kit/cli/sustainable.py passes them on)."""
+    return {k: getattr(r, k, None) for k in ("latency_count", "p99_ci_low_ms", "p99_ci_high_ms")}
+
+
+def _p99(row) -> str:
+    """The summary.md p99 cell: value, 95 % interval, small-sample wording (validator.order_stats)."""
+    from validator.micro_report import p99_cell
+
+    return p99_cell(row["p99_ms"], row["latency_count"], row["p99_ci_low_ms"], row["p99_ci_high_ms"], missing="-")
+
+
 def search_row(r) -> dict:
     best = r.best_step()
     return {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
             "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
+            **p99_detail(best),
             "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
             "verdicts": sorted({s.verdict for s in r.steps})}
 
 
 def search_table(results: list) -> str:
-    head = ("workload", "max sustainable ev/s", "confirmed", "steps", "p50 ms", "p99 ms", "peak RSS MiB",
-            "state MiB", "verdicts")
+    head = ("workload", "max sustainable ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
+            "peak RSS MiB", "state MiB", "verdicts")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         row = search_row(r)
         lines.append(f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
-                     f"{row['steps']} | {_fmt(row['p50_ms'], ',')} | {_fmt(row['p99_ms'], ',')} | "
+                     f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
+                     f"{_p99(row)} | "
                      f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
                      f"{', '.join(row['verdicts'])} |")
     return "\n".join(lines)
@@ -325,13 +350,13 @@ def _fmt(v, spec: str) -> str:
 
 
 def summary_table(results: list[WorkloadResult]) -> str:
-    head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "p50 ms", "p99 ms", "CPU %",
-            "RSS MiB", "state MiB", "run", "verdict")
+    head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "latencies", "p50 ms",
+            "p99 ms (95 % CI)", "CPU %", "RSS MiB", "state MiB", "run", "verdict")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
         lines.append(f"| {r.workload} | {params} | {r.queries} | {_fmt(r.events, ',')} | {_fmt(r.input_eps, ',.0f')} | "
-                     f"{r.outputs:,} | {_fmt(r.p50_ms, ',')} | {_fmt(r.p99_ms, ',')} | "
+                     f"{r.outputs:,} | {_fmt(r.latency_count, ',')} | {_fmt(r.p50_ms, ',')} | {_p99(r.to_dict())} | "
                      f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | "
                      f"{_fmt(r.state_mib, ',.1f')} | {r.status} | "
                      f"{r.verdict} |")

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline
     from kit.cli.progress import console, progress_bar, run_progress
     from kit.config import load_config
+    from kit.atomic import check_parent
     from kit.paths import fresh_path
 
     config = load_config(args.config, _overrides(args))
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     stem = f"pairs-sf{p.scale_factor}-{p.rate.profile}{'-quick' if p.rate.quick else ''}-{r.plan}-" \
            f"{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), stem)
+    check_parent(run_dir)       # one line, before any work, if --out cannot be created there
     req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
                           Path(args.strategies) if args.strategies else None, args.strategy_limit)
     con = console()
@@ -76,13 +78,8 @@ def run(args: argparse.Namespace) -> int:
     con.print(f"engine run: [{status}]{outcome.status}[/]" + (f" ({outcome.message})" if outcome.message else ""))
     colour = "green" if outcome.verdict == "PASSED" else "red"
     con.print(f"validation: [bold {colour}]{outcome.verdict}[/]")
-    if outcome.report:
-        # The p99 and pscore with their order count and 95 % interval, worded by the validator.
-        from validator.report import pscore_lines_from_summary
-        for line in pscore_lines_from_summary(Path(outcome.report).parent / "summary.json"):
-            con.print(line, markup=False)
-    else:
-        con.print("pscore: not computed")
+    for line in outcome.lines or ("pscore: not computed",):   # with order count and 95 % interval
+        con.print(line, markup=False)
     if outcome.report:
         con.print(f"report: {outcome.report}")
     con.print(f"run directory: {outcome.run_dir}")

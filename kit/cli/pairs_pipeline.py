@@ -61,6 +61,7 @@ class PairsRunOutcome:
     pscore: float | None
     p99_ms: float | None        # event-time latency of MarketOrder rows in the measurement interval
     engine: object              # harness EngineRunResult
+    lines: tuple[str, ...] = ()  # p99 and pscore in words, with their order count and 95 % interval
 
 
 Stage = Callable[[str], None]
@@ -161,15 +162,21 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
 
     cfg = req.config
     run = Path(req.run_dir)
+    if req.data_dir is not None:         # a bad given dataset is one line before anything is written
+        read_manifest(req.data_dir)
     run.mkdir(parents=True)
-    write_config(cfg, run / "config.toml")
-    data, strategies = prepare_inputs(req, stage, data_progress)
-
-    stage(f"translate: {cfg.run.engine}, {cfg.run.plan} plan")
-    translation = PairsTranslation.from_file(strategies, cfg.run.plan)
-    program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
-
-    manifest = read_manifest(data)
+    try:
+        write_config(cfg, run / "config.toml")
+        data, strategies = prepare_inputs(req, stage, data_progress)
+        stage(f"translate: {cfg.run.engine}, {cfg.run.plan} plan")
+        translation = PairsTranslation.from_file(strategies, cfg.run.plan)
+        program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
+        manifest = read_manifest(data)
+    except BaseException:
+        # Nothing ran yet: a run directory holding only inputs would look like a run. (Once the
+        # engine has started, the directory is kept whatever happens, as partial results.)
+        shutil.rmtree(run, ignore_errors=True)
+        raise
     stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}, {_replay_text(cfg, manifest)}")
     spec = engine_run_spec(cfg, program, run / "engine", driver_config(cfg, data),
                            {"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
@@ -183,7 +190,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
                                              req.chart_strategy, measure_ms(cfg)))
     verdict = outcome.verdict if result.status == "completed" else "FAILED"
     return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
-                           outcome.pscore, outcome.p99_ms, result)
+                           outcome.pscore, outcome.p99_ms, result, outcome.lines)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Output goes under `paths.querygen_dir` by default, never over an existing file.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from kit.cli import add_config_options
@@ -100,13 +101,20 @@ def run_micro(args: argparse.Namespace) -> int:
         raise CepkitError(f"--suite {args.suite}: unknown suite (valid: {', '.join(suite_names())}, all)")
     names = suite_names() if args.suite == "all" else (args.suite,)
     if args.suite != "all" and args.out:
-        targets = {args.suite: Path(args.out)}
-    else:
-        parent = Path(args.out) if args.out else Path(config.paths.querygen_dir)
-        if args.out and parent.exists():
+        rows = [write_suite(args.suite, args.quick, Path(args.out))]
+    elif args.out:      # --suite all: a new directory of suite files, staged so it appears complete or not at all
+        import dataclasses
+
+        from kit.atomic import StagedDir
+        final = Path(args.out)
+        if os.path.lexists(final):
             raise CepkitError(f"{args.out}: already exists; with --suite all, --out names a new directory")
-        targets = {n: fresh_path(parent, suite_file_name(n, args.quick)) for n in names}
-    rows = [write_suite(n, args.quick, path) for n, path in targets.items()]
+        with StagedDir(final) as tmp:
+            staged = [write_suite(n, args.quick, tmp / suite_file_name(n, args.quick)) for n in names]
+        rows = [dataclasses.replace(w, path=final / w.path.name) for w in staged]
+    else:
+        parent = Path(config.paths.querygen_dir)
+        rows = [write_suite(n, args.quick, fresh_path(parent, suite_file_name(n, args.quick))) for n in names]
     _show(rows, "querygen micro: wrote")
     return 0
 

@@ -19,12 +19,19 @@ def register(sub, name: str, help_text: str) -> None:
     pairs.add_argument("--log", metavar="DIR", help="the engine's output log (run dir, outputs/ or output-log.json);"
                                                     " without it only the expected answers are written")
     pairs.add_argument("--strategy", metavar="ALIAS", help="strategy for the Figure 7.5 chart")
+    pairs.add_argument("--no-verify", action="store_true",
+                       help="skip the dataset's sha256 checksums and CSV row counts (for huge trusted datasets;"
+                            " presence, paths, sizes and Parquet row counts are still checked)")
     pairs.add_argument("--out", metavar="DIR", help="report directory (must not exist); default: a new one "
                                                     "under paths.validator_dir")
     pairs.set_defaults(handler=run_pairs)
 
 
 def run_pairs(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kit.atomic import StagedDir
+    from kit.cli.pairs_pipeline import measure_ms
     from kit.cli.progress import console
     from kit.config import load_config
     from kit.errors import CepkitError
@@ -35,10 +42,18 @@ def run_pairs(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else fresh_path(Path(config.paths.validator_dir), "pairs-validation")
     if out.exists():
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
-    outcome = validate_pairs(PairsValidation(Path(args.data), Path(args.strategies), out,
-                                             Path(args.log) if args.log else None, args.strategy))
+    request = PairsValidation(Path(args.data), Path(args.strategies), out,
+                              Path(args.log) if args.log else None, args.strategy,
+                              measure_ms=measure_ms(config), verify=not args.no_verify)
+    # The report is written into a staging directory and renamed to --out only when complete: a
+    # failed or interrupted validation leaves nothing behind (kit.atomic).
+    with StagedDir(out) as tmp:
+        outcome = validate_pairs(dataclasses.replace(request, out_dir=tmp))
+    outcome = dataclasses.replace(outcome, report=out / Path(outcome.report).relative_to(tmp))
     print(outcome.text)
     con = console()
-    con.print(f"verdict: [bold]{outcome.verdict}[/]" + (f"   pscore: {outcome.pscore:.2f}" if outcome.pscore else ""))
+    con.print(f"verdict: [bold]{outcome.verdict}[/]")
+    for line in outcome.lines:      # p99 and pscore with their order count and 95 % interval
+        con.print(line, markup=False)
     con.print(f"report: {outcome.report}")
     return 0 if outcome.verdict in ("PASSED", "NOT VALIDATED") else 1

@@ -105,11 +105,13 @@ def load_aux(path: str | os.PathLike) -> PairsAux:
     """Read `pairs-aux.json` (or a dataset directory holding one); errors are one line naming the file."""
     p = aux_path(path)
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CepkitError(f"{p}: auxiliary file not found") from None
     except OSError as e:
         raise CepkitError(f"{p}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise CepkitError(f"{p}: not UTF-8 text (byte {e.start}): not an auxiliary file") from None
     except json.JSONDecodeError as e:
         raise at(p, e.lineno, f"invalid JSON: {e.msg}") from None
     try:

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from kit.config import MAX_SCALE_FACTOR
 from kit.scale import MAX_STRATEGIES_PER_PAIR, STRATEGIES_PER_USER
 from kit.workload.common import as_tuple, integer, need, one_of
 
@@ -84,6 +85,7 @@ class StrategySet:
     def __post_init__(self) -> None:
         as_tuple(self, "strategies")
         integer("scaleFactor", self.scale_factor, 1)
+        need(self.scale_factor <= MAX_SCALE_FACTOR, f"scaleFactor must be <= {MAX_SCALE_FACTOR}, got {self.scale_factor}")
         integer("seed", self.seed, 0)
         need(len(self.strategies) > 0, "a strategies file needs at least one PairsStrategy")
         seen: set[str] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kit.config import MAX_DURATION_S, MAX_RATE_EPS
 from kit.profiles import PROFILE_NAMES
 from kit.workload.common import (as_tuple, format_number, identifier, integer, need, number, one_of,
                                  slug)
@@ -74,9 +75,13 @@ class Load:
     def __post_init__(self) -> None:
         one_of("profile", self.profile, PROFILE_NAMES)
         number("rateEps", self.rate_eps)
-        need(self.rate_eps > 0, f"rateEps must be > 0, got {self.rate_eps}")
+        # The same bounds as a config's rates and durations (kit.config), so a spec cannot start
+        # an unbounded generation either.
+        need(0 < self.rate_eps <= MAX_RATE_EPS, f"rateEps must be > 0 and <= {MAX_RATE_EPS:.0e}, got {self.rate_eps}")
         if self.duration_ms is not None:
             integer("durationMs", self.duration_ms, 1)
+            need(self.duration_ms <= MAX_DURATION_S * 1000,
+                 f"durationMs must be <= {MAX_DURATION_S * 1000} (30 days), got {self.duration_ms}")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from kit.errors import CepkitError
+from kit.atomic import atomic_write
 from kit.workload.common import (SCHEMA_VERSION, STRATEGIES_KIND, SUITE_KIND, WORKLOAD_KIND, Comparison,
                                  format_number)
 from kit.workload.queries import (Aggregate, CountWindowAggregation, Filter, Pattern, TableJoin,
@@ -130,12 +130,4 @@ def to_xml(spec: StrategySet | Workload | Suite) -> bytes:
 
 def write_spec(spec: StrategySet | Workload | Suite, path: str | os.PathLike) -> Path:
     """Write `spec` to `path`, which must not exist yet (parent directories are created)."""
-    p = Path(path)
-    data = to_xml(spec)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(p, "xb") as fh:
-            fh.write(data)
-    except FileExistsError:
-        raise CepkitError(f"{os.fspath(path)}: file already exists; refusing to overwrite it") from None
-    return p
+    return atomic_write(Path(path), to_xml(spec))

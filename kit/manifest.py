@@ -1,0 +1,533 @@
+"""The dataset manifest (`manifest.json`): the one reader and verifier of a dataset's file list.
+
+Every dataset directory (Pairs ticks, microbenchmark streams, converted CSV; specs/DATA.md,
+specs/datagen-micro.md) has a `manifest.json` with `kind = "cepkit.datagen-manifest"` and
+`schema_version = 1` that lists its data files with their row counts (and, as the generators
+write them, byte sizes and sha256). The generators write it (they take the constants below); the
+harness and the validator read it here, and nowhere else:
+
+- `load_manifest(dir)` parses the JSON (an error names the file and the line), checks `kind`,
+  `schema_version`, `format`, `start_epoch_ms` and the file lists (`files`, `streams[i].files`,
+  `table`), and confines every listed path, `aux_file` included, to the dataset directory: no
+  absolute path, no `..`, no symlink that resolves outside it. It touches no data file.
+- `verify_files(m, checksums=...)` checks that every listed file is present and a regular file,
+  its byte size where listed, the row count of every Parquet file (from its footer: cheap), and
+  with `checksums` also each file's sha256 where listed and the row count of every CSV file
+  (counted in the same read as the hash).
+- `read_manifest(dir, verify=True)` does both; `verify=False` (the CLI's `--no-verify`, for huge
+  trusted datasets) skips the reads of whole files: checksums and CSV row counts.
+
+Hashing is I/O bound, so each file is read once per process: results are kept by (resolved path,
+size, mtime_ns), and a second verification of an unchanged file costs one `stat`. Nothing is
+printed; for datasets of at least `PROGRESS_MIN_BYTES` still to hash, `progress(done, total)`
+(bytes) is called as the hashing proceeds.
+
+Every problem is one `CepkitError` line naming the manifest and the key (`files[3].rows`) or the
+data file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kit.errors import CepkitError, at
+
+KIND = "cepkit.datagen-manifest"
+SCHEMA_VERSION = 1
+FILE_NAME = "manifest.json"
+FORMATS = ("parquet", "csv")
+PROGRESS_MIN_BYTES = 256 << 20          # below this much to hash, progress is never called
+_BLOCK = 1 << 22                        # read size for hashing
+_COUNT_BLOCK = 1 << 20                  # CSV record counting works on slices of this size
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file as the manifest lists it."""
+
+    key: str                  # where the manifest lists it: "files[2]", "streams[0].files[1]", "table"
+    name: str                 # as listed, relative to the dataset directory
+    path: Path                # dataset directory / name (what error messages show)
+    rows: int
+    sha256: str | None = None
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamEntry:
+    """A microbenchmark stream: its name, declared columns and files in order."""
+
+    key: str                  # "streams[i]"
+    name: str
+    columns: tuple | None     # as listed (checked by the readers that need it)
+    files: tuple[DataFile, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A checked manifest: its document and the files it lists."""
+
+    directory: Path
+    path: Path                            # the manifest.json
+    doc: Mapping                          # the whole JSON object (other keys: generator, config, ...)
+    format: str                           # "parquet" or "csv"
+    start_epoch_ms: int
+    files: tuple[DataFile, ...]           # the top-level `files` list (ticks: the tick files in event order)
+    streams: tuple[StreamEntry, ...]      # microbenchmark datasets; empty for tick datasets
+    table: DataFile | None                # a microbenchmark dataset's join table
+    aux_path: Path | None                 # pairs-aux.json when the manifest names one
+
+    @property
+    def kind(self) -> str:
+        """"micro" when the manifest lists streams, else "ticks"."""
+        return "micro" if self.streams else "ticks"
+
+    @property
+    def generator(self) -> str | None:
+        g = self.doc.get("generator")
+        return g if isinstance(g, str) else None
+
+    def get(self, key: str, default=None):
+        return self.doc.get(key, default)
+
+    def error(self, key: str | None, message: str) -> CepkitError:
+        """An error located at a key of this manifest."""
+        return at(self.path, key, message)
+
+    def data_files(self) -> tuple[DataFile, ...]:
+        """Every listed file once, in listing order: top-level files, stream files, the table."""
+        seen: dict[str, DataFile] = {}
+        for f in (*self.files, *(f for s in self.streams for f in s.files),
+                  *((self.table,) if self.table is not None else ())):
+            seen.setdefault(f.name, f)
+        return tuple(seen.values())
+
+    def rate_profile(self):
+        """The recorded rate profile (a `kit.profiles.RateProfile`), or None when the manifest has
+        none (a converted dataset); a malformed one is an error at `profile`."""
+        from kit.profiles import profile_from_dict
+
+        data = self.doc.get("profile")
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise self.error("profile", f"expected an object, got {type(data).__name__}")
+        try:
+            return profile_from_dict(data)
+        except CepkitError as e:
+            raise self.error("profile", str(e).removeprefix("profile: ")) from None
+        except (OverflowError, RecursionError) as e:
+            raise self.error("profile", f"malformed description ({e})") from None
+
+
+def manifest_path(directory: str | os.PathLike) -> Path:
+    return Path(directory) / FILE_NAME
+
+
+def read_manifest(directory: str | os.PathLike, *, verify: bool = True,
+                  progress: Progress | None = None) -> Manifest:
+    """Load a dataset's manifest and verify its files (checksums and CSV row counts only when
+    `verify`; presence, paths, sizes and Parquet row counts always)."""
+    m = load_manifest(directory)
+    verify_files(m, checksums=verify, progress=progress)
+    return m
+
+
+# -- the document ------------------------------------------------------------------------------
+
+def load_manifest(directory: str | os.PathLike) -> Manifest:
+    """Parse and check `directory/manifest.json`; reads no data file."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CepkitError(f"{directory}: dataset directory not found")
+    mpath = directory / FILE_NAME
+    doc = _parse(mpath)
+
+    kind = doc.get("kind")
+    if kind != KIND:
+        raise at(mpath, "kind", f"expected {KIND!r}, got {_show(kind)}")
+    version = doc.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise at(mpath, "schema_version", f"expected {SCHEMA_VERSION}, got {_show(version)}")
+    fmt = doc.get("format")
+    if fmt not in FORMATS:
+        raise at(mpath, "format", f"expected 'parquet' or 'csv', got {_show(fmt)}")
+    start = doc.get("start_epoch_ms")
+    if type(start) is not int:
+        raise at(mpath, "start_epoch_ms", f"expected an integer (epoch ms), got {_show(start)}")
+
+    root = _resolved_dir(directory)
+    lister = _Lister(directory, root, mpath, fmt)
+    streams: tuple[StreamEntry, ...] = ()
+    if "streams" in doc:
+        streams = _streams(lister, doc["streams"])
+        files = lister.files(doc["files"], "files", allow_empty=True) if doc.get("files") is not None else ()
+    else:
+        files = lister.files(doc.get("files"), "files")
+    table = None
+    if doc.get("table") is not None:
+        table = lister.file(doc["table"], "table")
+    _check_consistent(mpath, (*files, *(f for s in streams for f in s.files), *((table,) if table else ())))
+
+    total = doc.get("total_rows")
+    if total is not None and (type(total) is not int or total < 0):
+        raise at(mpath, "total_rows", f"expected a row count (an integer >= 0), got {_show(total)}")
+
+    aux = doc.get("aux_file")
+    aux_path = None
+    if aux is not None:
+        if not isinstance(aux, str):
+            raise at(mpath, "aux_file", f"expected a file name, got {_show(aux)}")
+        aux_path = lister.inside(aux, "aux_file")
+    return Manifest(directory, mpath, doc, fmt, start, files, streams, table, aux_path)
+
+
+def _parse(mpath: Path) -> dict:
+    try:
+        data = mpath.read_bytes()
+    except FileNotFoundError:
+        raise at(mpath, None, "not found: not a cepkit dataset directory") from None
+    except IsADirectoryError:
+        raise at(mpath, None, "is a directory, not a manifest file") from None
+    except OSError as e:
+        raise at(mpath, None, f"cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise at(mpath, data[:e.start].count(b"\n") + 1, "not UTF-8 text") from None
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
+    except _Constant as e:
+        raise at(mpath, None, f"invalid JSON: {e} is not a JSON number") from None
+    except RecursionError:
+        raise at(mpath, None, "invalid JSON: nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise at(mpath, 1, "expected a JSON object")
+    return doc
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _Constant(name)
+
+
+def _show(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _resolved_dir(directory: Path) -> Path:
+    try:
+        return directory.resolve(strict=True)
+    except (OSError, RuntimeError) as e:
+        raise CepkitError(f"{directory}: cannot resolve the dataset directory: {e}") from None
+
+
+class _Lister:
+    """Checks file entries and confines their paths to the dataset directory."""
+
+    def __init__(self, directory: Path, root: Path, mpath: Path, fmt: str):
+        self.directory, self.root, self.mpath, self.fmt = directory, root, mpath, fmt
+
+    def inside(self, name, key: str) -> Path:
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise at(self.mpath, key, f"expected a file name inside the dataset directory, got {_show(name)}")
+        rel = Path(name)
+        if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            raise at(self.mpath, key, f"must be a file inside the dataset directory, got {_show(name)}")
+        try:
+            real = (self.root / rel).resolve(strict=False)
+        except (OSError, RuntimeError) as e:       # a symlink loop
+            raise at(self.mpath, key, f"{name!r} cannot be resolved: {e}") from None
+        if real == self.root or not real.is_relative_to(self.root):
+            raise at(self.mpath, key, f"must be a file inside the dataset directory, but {name!r} "
+                                      f"resolves to {real}")
+        return self.directory / rel
+
+    def file(self, entry, key: str) -> DataFile:
+        if not isinstance(entry, dict):
+            raise at(self.mpath, key, "expected {\"path\": relative file name, \"rows\": count, ...}")
+        name = entry.get("path")
+        path = self.inside(name, f"{key}.path")
+        if not name.endswith(f".{self.fmt}"):
+            raise at(self.mpath, f"{key}.path", f"{name!r} does not end in .{self.fmt} (format is {self.fmt})")
+        rows = entry.get("rows")
+        if type(rows) is not int or rows < 0:
+            raise at(self.mpath, f"{key}.rows", f"expected a row count (an integer >= 0), got {_show(rows)}")
+        sha = entry.get("sha256")
+        if sha is not None and (not isinstance(sha, str) or not _SHA256.fullmatch(sha)):
+            raise at(self.mpath, f"{key}.sha256", f"expected 64 lowercase hex digits, got {_show(sha)}")
+        size = entry.get("bytes")
+        if size is not None and (type(size) is not int or size < 0):
+            raise at(self.mpath, f"{key}.bytes", f"expected a byte count (an integer >= 0), got {_show(size)}")
+        return DataFile(key, name, path, rows, sha, size)
+
+    def files(self, entries, key: str, allow_empty: bool = False) -> tuple[DataFile, ...]:
+        if not isinstance(entries, list) or (not entries and not allow_empty):
+            raise at(self.mpath, key, "expected a non-empty list of files")
+        out = [self.file(e, f"{key}[{i}]") for i, e in enumerate(entries)]
+        seen: dict[str, str] = {}
+        for f in out:
+            if f.name in seen:
+                raise at(self.mpath, f.key, f"{f.name!r} is listed twice (also at {seen[f.name]})")
+            seen[f.name] = f.key
+        return tuple(out)
+
+
+def _streams(lister: _Lister, entries) -> tuple[StreamEntry, ...]:
+    mpath = lister.mpath
+    if not isinstance(entries, list) or not entries:
+        raise at(mpath, "streams", "expected a non-empty list of streams")
+    out, names = [], set()
+    for i, s in enumerate(entries):
+        key = f"streams[{i}]"
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str) or not s["name"]:
+            raise at(mpath, f"{key}.name", "expected a stream name")
+        if s["name"] in names:
+            raise at(mpath, f"{key}.name", f"stream {s['name']!r} is listed twice")
+        names.add(s["name"])
+        cols = s.get("columns")
+        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
+            raise at(mpath, f"{key}.columns", f"expected a list of column names, got {_show(cols)}")
+        out.append(StreamEntry(key, s["name"], tuple(cols) if cols is not None else None,
+                               lister.files(s.get("files"), f"{key}.files")))
+    return tuple(out)
+
+
+def _check_consistent(mpath: Path, files) -> None:
+    """A file listed in several places (micro: `files` and `streams[i].files`) says the same."""
+    first: dict[str, DataFile] = {}
+    for f in files:
+        g = first.setdefault(f.name, f)
+        if g is f:
+            continue
+        for attr in ("rows", "sha256", "bytes"):
+            a, b = getattr(g, attr), getattr(f, attr)
+            if a is not None and b is not None and a != b:
+                raise at(mpath, f"{f.key}.{attr}", f"{_show(b)} disagrees with {g.key}.{attr} ({_show(a)})")
+
+
+# -- the files -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Digest:
+    sha256: str
+    csv_rows: int | None
+
+
+_DIGESTS: dict[tuple[str, int, int], _Digest] = {}
+_PARQUET_ROWS: dict[tuple[str, int, int], int] = {}
+_CACHE_LIMIT = 100_000
+
+
+def verify_files(m: Manifest, *, checksums: bool = True, progress: Progress | None = None) -> None:
+    """Check every listed file: present, a regular file, its size and Parquet row count; with
+    `checksums` also its sha256 (where listed) and the row count of a CSV file."""
+    todo: list[tuple[DataFile, tuple[str, int, int]]] = []
+    for f in m.data_files():
+        st = _stat(m, f)
+        if f.bytes is not None and st.st_size != f.bytes:
+            raise at(f.path, None, f"has {st.st_size} bytes but {FILE_NAME} says {f.bytes} ({f.key}.bytes); "
+                                   "the file changed after it was written")
+        ident = (str(f.path.resolve()), st.st_size, st.st_mtime_ns)
+        if f.name.endswith(".parquet"):
+            rows = parquet_rows(f.path, ident)
+            if rows != f.rows:
+                raise at(f.path, None, f"has {rows} rows but {FILE_NAME} says {f.rows} ({f.key}.rows)")
+        if checksums and (f.sha256 is not None or not f.name.endswith(".parquet")):
+            todo.append((f, ident))
+    if todo:
+        _check_digests(todo, progress)
+    total = m.doc.get("total_rows")
+    replayed = sum(s.rows for s in m.streams) if m.streams else sum(f.rows for f in m.files)
+    if total is not None and total != replayed:
+        raise m.error("total_rows", f"is {total} but the listed files hold {replayed} rows")
+
+
+def _check_digests(todo: list[tuple[DataFile, tuple[str, int, int]]], progress: Progress | None) -> None:
+    pending = sum(ident[1] for _, ident in todo if ident not in _DIGESTS)
+    tick = _Ticker(progress if progress is not None and pending >= PROGRESS_MIN_BYTES else None, pending)
+    for f, ident in todo:
+        d = _digest(f.path, ident, count_csv=not f.name.endswith(".parquet"), tick=tick)
+        if f.sha256 is not None and d.sha256 != f.sha256:
+            raise at(f.path, None, f"sha256 {d.sha256[:12]}... differs from {FILE_NAME}'s {f.sha256[:12]}... "
+                                   f"({f.key}.sha256); the file changed after it was written")
+        if d.csv_rows is not None and d.csv_rows != f.rows:
+            raise at(f.path, None, f"has {d.csv_rows} rows but {FILE_NAME} says {f.rows} ({f.key}.rows)")
+
+
+def _stat(m: Manifest, f: DataFile) -> os.stat_result:
+    try:
+        st = f.path.stat()
+    except FileNotFoundError:
+        raise at(f.path, None, f"listed in {FILE_NAME} but missing ({f.key})") from None
+    except OSError as e:
+        raise at(f.path, None, f"cannot read: {e.strerror or e}") from None
+    import stat as _st
+    if not _st.S_ISREG(st.st_mode):
+        raise at(f.path, None, f"listed in {FILE_NAME} ({f.key}) but not a regular file")
+    return st
+
+
+def parquet_rows(path: Path, ident: tuple[str, int, int] | None = None) -> int:
+    """Rows of a Parquet file from its footer; an unreadable file is an error naming it."""
+    if ident is not None and ident in _PARQUET_ROWS:
+        return _PARQUET_ROWS[ident]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except (OSError, pa.ArrowException, ValueError) as e:
+        raise at(path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+    if ident is not None:
+        _remember(_PARQUET_ROWS, ident, rows)
+    return rows
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+
+
+class _Ticker:
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def _digest(path: Path, ident: tuple[str, int, int], *, count_csv: bool, tick: _Ticker) -> _Digest:
+    cached = _DIGESTS.get(ident)
+    if cached is not None and (cached.csv_rows is not None or not count_csv):
+        return cached
+    h = hashlib.sha256()
+    counter = CsvRecordCounter() if count_csv else None
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                block = fh.read(_BLOCK)
+                if not block:
+                    break
+                h.update(block)
+                if counter is not None:
+                    counter.feed(block)
+                tick(len(block))
+    except OSError as e:
+        raise at(path, None, f"cannot read: {e.strerror or e}") from None
+    d = _Digest(h.hexdigest(), None if counter is None else max(counter.records() - 1, 0))
+    _remember(_DIGESTS, ident, d)
+    return d
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """sha256 of a file, from the in-process cache when the file has not changed."""
+    p = Path(path)
+    st = p.stat()
+    ident = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    return _digest(p, ident, count_csv=False, tick=_Ticker(None, 0)).sha256
+
+
+class CsvRecordCounter:
+    """Counts CSV records as pyarrow's reader sees them: fields in double quotes may hold line
+    breaks; `\\n`, `\\r` and `\\r\\n` end a line; empty lines are skipped. Fed block by block."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.in_quotes = False        # parity of the quotes seen so far
+        self.after_break = True       # the previous byte ended a line (or nothing was read yet)
+
+    def feed(self, block: bytes) -> None:
+        for lo in range(0, len(block), _COUNT_BLOCK):
+            self._feed(np.frombuffer(block, dtype=np.uint8, count=min(_COUNT_BLOCK, len(block) - lo), offset=lo))
+
+    def _feed(self, a: np.ndarray) -> None:
+        if not len(a):
+            return
+        quote = a == 34
+        # Quotes strictly before each byte, as a parity: a line break outside quotes ends a record.
+        before = (np.cumsum(quote, dtype=np.int64) - quote + self.in_quotes) & 1
+        newline = (a == 10) | (a == 13)
+        breaks = newline & (before == 0)
+        prev_break = np.empty(len(a), dtype=bool)
+        prev_break[0] = self.after_break
+        prev_break[1:] = breaks[:-1]
+        # A record starts at a byte that is no line break right after a line break that counts.
+        self.count += int(np.count_nonzero(~newline & prev_break))
+        self.after_break = bool(breaks[-1])
+        self.in_quotes = bool((int(np.count_nonzero(quote)) + self.in_quotes) & 1)
+
+    def records(self) -> int:
+        return self.count
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# -- data files: naming the value a CSV reader choked on ---------------------------------------
+
+def csv_value_error(path: str | os.PathLike, types: Mapping, error: BaseException) -> CepkitError:
+    """The error for a CSV file pyarrow failed to convert with `types` ({column: arrow type}):
+    it names the file, the line (the header is line 1) and the column of the first value that is
+    not of its column's type, which pyarrow's message does not. Reads the file again as text, so
+    only call it on that error path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=list(types), column_types={c: pa.string() for c in types}, strings_can_be_null=True))
+    except (OSError, pa.ArrowException) as e:
+        return at(path, None, f"cannot read as CSV: {_first_line(e)}")
+    for col, t in types.items():
+        values = table.column(col)
+        if pa.types.is_integer(t):
+            ok = pc.match_substring_regex(values, r"^\s*[+-]?\d+\s*$").fill_null(True)
+            ok = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
+            what = "an integer"
+        elif pa.types.is_floating(t):
+            import pandas as pd
+            text = values.to_pandas()
+            ok = (text.isna() | pd.to_numeric(text, errors="coerce").notna()).to_numpy(dtype=bool)
+            what = "a number"
+        else:
+            continue
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            return at(path, int(bad[0]) + 2, f"column {col}: {values[int(bad[0])].as_py()!r} is not {what}")
+        try:
+            values.cast(t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            for i, v in enumerate(values.to_pylist()):
+                try:
+                    pa.scalar(v, pa.string()).cast(t)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    return at(path, i + 2, f"column {col}: {v!r} does not fit in {t}")
+    return at(path, None, f"cannot read as CSV: {_first_line(error)}")
+
