@@ -109,8 +109,9 @@ def test_ticks_round_trip_with_correlations(tmp_path, fmt):
         {"symbol": "CCC", "price": 7, "size": 1, "tickTS": T0 + 2999},
     ]
     aux = json.loads((tmp_path / "out" / "pairs-aux.json").read_text())
+    # 25 x SF = 50 strategies, capped at what the one pair holds (10).
     assert aux == {"kind": "cepkit.pairs-aux", "schema_version": 1, "scale_factor": 2, "markets": 1,
-                   "num_symbols": 3, "num_correlations": 1, "num_strategies": 50, "max_strategies_per_pair": 10,
+                   "num_symbols": 3, "num_correlations": 1, "num_strategies": 10, "max_strategies_per_pair": 10,
                    "seed": None, "correlation": None,
                    "symbols": [{"symbol": s, "market": 0} for s in ("AAA", "BBB", "CCC")],
                    "correlations": [{"symbol1": "BBB", "symbol2": "AAA", "market": 0}]}

@@ -153,3 +153,23 @@ def test_cli_exits_2_with_one_line_and_no_traceback(args, message):
     assert res.returncode == 2
     assert res.stderr == f"cepkit: error: {message}\n"
     assert res.stdout == ""
+
+
+def test_a_strategies_scale_factor_beyond_the_model_is_refused(tmp_path):
+    """Fuzz finding: scaleFactor="1000000000" was accepted by `querygen check`."""
+    good = next(DATA.glob("strategies-*.xml")).read_text()
+    import re
+    bad = tmp_path / "big.xml"
+    bad.write_text(re.sub(r'scaleFactor="[0-9]+"', 'scaleFactor="1000000000"', good, count=1))
+    with pytest.raises(CepkitError, match="scaleFactor must be <= 10000") as e:
+        read_strategies(bad)
+    assert str(bad) in str(e.value)
+
+
+def test_a_binary_aux_file_is_one_line(tmp_path):
+    """Fuzz finding: `querygen pairs --aux BINARY` ended in a UnicodeDecodeError traceback."""
+    bad = tmp_path / "pairs-aux.json"
+    bad.write_bytes(b"\xff\xfe\x00junk")
+    with pytest.raises(CepkitError, match="not UTF-8") as e:
+        load_aux(bad)
+    assert str(bad) in str(e.value)

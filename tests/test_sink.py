@@ -54,7 +54,7 @@ def test_emitted_rows_are_stamped_and_logged_for_the_validator(tmp_path):
     meta = json.loads(log_path.read_text())
     assert meta == {"kind": "cepkit.output-log", "schema_version": 1, "format": "parquet",
                     "run_start_wall_ms": CLOCKS["run_start_wall_ms"], "sim_start_ms": CLOCKS["sim_start_ms"],
-                    "speed": 2.0, "streams": {"Main": {"files": ["Main-00001.parquet"]},
+                    "speed": 2.0, "pacing": "tickts", "streams": {"Main": {"files": ["Main-00001.parquet"]},
                                               "Side": {"files": ["Side-00001.parquet"]}}}
     log = read_output_log(out)
     main = log.stream("Main")

@@ -39,7 +39,8 @@ def capacity_model(capacity_eps: float, calls: list):
         (engine / "metrics" / "backlog.csv").write_text("\n".join(lines) + "\n")
         return SimpleNamespace(status="completed", message="", verdict="PASSED" if validate else "NOT VALIDATED",
                                p50_ms=100, p99_ms=200, peak_rss_mib=900.0, mean_cpu_percent=150.0,
-                               state_mib=round(rate / 1000, 2))
+                               state_mib=round(rate / 1000, 2), latency_count=int(rate * seconds // 100),
+                               p99_ci_low_ms=190, p99_ci_high_ms=None)
 
     return run_step
 
@@ -62,6 +63,9 @@ def test_search_brackets_the_capacity_and_confirms_below_it(tmp_path):
     logged = [json.loads(line) for line in (tmp_path / "s" / "search.jsonl").read_text().splitlines()]
     assert [r["rate_eps"] for r in logged] == rates and all("reason" in r for r in logged)
     assert [r["state_mib"] for r in logged] == [round(r / 1000, 2) for r in rates]   # each step's own
+    # The count behind each step's p99 and its interval travel with the step (honest tables).
+    assert [r["latency_count"] for r in logged] == [int(r * 10 // 100) for r in rates]
+    assert {(r["p99_ci_low_ms"], r["p99_ci_high_ms"]) for r in logged} == {(190, None)}
     assert json.loads((tmp_path / "s" / "search.json").read_text())["sustainable_eps"] == result.sustainable_eps
 
 

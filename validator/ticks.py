@@ -70,7 +70,7 @@ def iter_ticks(source: str | os.PathLike | Manifest, symbols: Sequence[str], *,
     """Ticks of a dataset in event order, with symbols mapped to indices into `symbols`."""
     m = open_ticks(source, verify=verify)
     wanted = pa.array(list(symbols), type=pa.string())
-    offset = 0
+    offset, last_ts = 0, None
     for f in m.files:
         row = 0
         for batch in _batches_of(f, m.format):
@@ -80,6 +80,8 @@ def iter_ticks(source: str | os.PathLike | Manifest, symbols: Sequence[str], *,
             sym = _symbol_index(batch.column("symbol"), wanted)
             price = batch.column("price").to_numpy(zero_copy_only=False).astype(np.int64)
             ts = batch.column("tickTS").to_numpy(zero_copy_only=False).astype(np.int64)
+            _check_order(f, m.format, ts, row, last_ts)
+            last_ts = int(ts[-1])
             yield TickBatch(offset, sym, price, ts)
             offset += batch.num_rows
             row += batch.num_rows
@@ -160,6 +162,20 @@ def _check_values(f: DataFile, fmt: str, batch: pa.RecordBatch, first_row: int) 
         i = int(np.flatnonzero((values < PRICE_MIN) | (values > PRICE_MAX))[0])
         raise _row_error(f, fmt, "price", first_row + i,
                          f"{int(values[i])} is not a price in cents ({PRICE_MIN} to {PRICE_MAX})")
+
+
+def _check_order(f: DataFile, fmt: str, ts: np.ndarray, first_row: int, last_ts: int | None) -> None:
+    """Row order is event order, so tickTS never decreases, within a file and across files (DATA.md)."""
+    if last_ts is not None and ts[0] < last_ts:
+        bad = 0
+    else:
+        down = np.flatnonzero(np.diff(ts) < 0)
+        if not down.size:
+            return
+        bad = int(down[0]) + 1
+    raise _row_error(f, fmt, "tickTS", first_row + bad,
+                     f"{int(ts[bad])} is earlier than the tick before: tickTS goes backwards; ticks must be in "
+                     "time order")
 
 
 def _row_error(f: DataFile, fmt: str, col: str, row: int, message: str) -> CepkitError:

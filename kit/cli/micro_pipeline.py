@@ -310,9 +310,9 @@ def write_summary(suite: Suite, results: list, run: Path) -> None:
 
 
 def p99_detail(r) -> dict:
-    """latency_count, p99_ci_low_ms and p99_ci_high_ms of a WorkloadResult or a search Step (None
-    where it has none: a Step carries them once kit/cli/sustainable.py passes them on)."""
-    return {k: getattr(r, k, None) for k in ("latency_count", "p99_ci_low_ms", "p99_ci_high_ms")}
+    """latency_count, p99_ci_low_ms and p99_ci_high_ms of a WorkloadResult or a search Step (all
+    None for no result)."""
+    return {k: getattr(r, k) if r is not None else None for k in ("latency_count", "p99_ci_low_ms", "p99_ci_high_ms")}
 
 
 def _p99(row) -> str:

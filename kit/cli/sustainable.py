@@ -85,6 +85,9 @@ class Step:
     mean_cpu_percent: float | None
     run_dir: str
     state_mib: float | None = None  # peak state-store memory of Spark's stateful operators
+    latency_count: int | None = None    # the latencies behind p50/p99 (validated steps)
+    p99_ci_low_ms: int | None = None    # the p99's 95 % interval; None on an open side
+    p99_ci_high_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         else:
             ok, reason = True, f"steady-state backlog {tail:,} <= q^a = {qa:,} events"
         step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
-                    res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib)
+                    res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib,
+                    res.latency_count, res.p99_ci_low_ms, res.p99_ci_high_ms)
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")

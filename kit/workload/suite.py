@@ -77,7 +77,8 @@ class Load:
         number("rateEps", self.rate_eps)
         # The same bounds as a config's rates and durations (kit.config), so a spec cannot start
         # an unbounded generation either.
-        need(0 < self.rate_eps <= MAX_RATE_EPS, f"rateEps must be > 0 and <= {MAX_RATE_EPS:.0e}, got {self.rate_eps}")
+        need(self.rate_eps > 0, f"rateEps must be > 0, got {self.rate_eps}")
+        need(self.rate_eps <= MAX_RATE_EPS, f"rateEps must be <= {MAX_RATE_EPS:.0e}, got {self.rate_eps}")
         if self.duration_ms is not None:
             integer("durationMs", self.duration_ms, 1)
             need(self.duration_ms <= MAX_DURATION_S * 1000,
