@@ -8,7 +8,6 @@ time boundaries; each file's sha256 and row count go into `manifest.json`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directo
 from kit.manifest import FILE_NAME as MANIFEST_FILE  # noqa: F401
 from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
 from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
+from kit.manifest import sha256_of  # noqa: F401  (one hasher, cached: kit.manifest)
 
 ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
 
@@ -103,14 +103,6 @@ class SplitWriter:
                         "sha256": sha256_of(path), f"first_{self.col}": self.first[i],
                         f"last_{self.col}": self.last[i]})
         return out
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -65,6 +65,9 @@ class DriverConfig:
     keep_unread_events: int = 0
     max_read_rows: int = 262_144           # cap on rows per read response
     pull_window_events: int = 65_536       # pull pacing: released but unread events at most
+    # Check every file's sha256 (and CSV row count) against the manifest before playing; a caller
+    # that verified the dataset in this command already (the pipelines) passes False.
+    verify: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dataset_dir", Path(self.dataset_dir))

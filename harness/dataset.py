@@ -28,9 +28,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kit.errors import CepkitError, at
+from kit.errors import at
 from kit.manifest import FILE_NAME as MANIFEST
-from kit.manifest import Manifest, Progress, csv_value_error, read_manifest
+from kit.manifest import (Manifest, Progress, csv_header, csv_value_error, first_decrease, first_line,
+                          read_manifest)
 from kit.records import STOCK_TICK, STOCK_TICK_FILE, RecordSchema, micro_event
 
 TICKS_STREAM = STOCK_TICK.name        # the one stream of a tick dataset
@@ -141,7 +142,7 @@ def _check_file(ds: Dataset, f: SourceFile) -> None:
     """A Parquet file's columns and their types (cheap: metadata only; presence and row counts
     were checked by kit.manifest); a CSV file's header."""
     if ds.format != "parquet":
-        header = _csv_header(f.path)
+        header = csv_header(f.path)
         for name in ds.file_schema.names:
             if name not in header:
                 raise at(f.path, name, f"missing column (the header has {', '.join(header) or 'nothing'})")
@@ -149,7 +150,7 @@ def _check_file(ds: Dataset, f: SourceFile) -> None:
     try:
         schema = pq.ParquetFile(f.path).schema_arrow
     except (OSError, pa.ArrowException) as e:
-        raise at(f.path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+        raise at(f.path, None, f"not a readable Parquet file: {first_line(e)}") from None
     for fld in ds.file_schema:
         if fld.name not in schema.names:
             raise at(f.path, fld.name, "missing column")
@@ -162,17 +163,8 @@ def _check_file(ds: Dataset, f: SourceFile) -> None:
             raise at(f.path, fld.name, f"expected a column of {fld.type}, got {got}")
 
 
-def _csv_header(path: Path) -> list[str]:
-    import csv
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise at(path, 1, f"cannot read the CSV header: {_first_line(e)}") from None
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _read_file(ds: Dataset, f: SourceFile, chunk_rows: int) -> Iterator[pa.RecordBatch]:
@@ -203,14 +195,14 @@ def _read_file(ds: Dataset, f: SourceFile, chunk_rows: int) -> Iterator[pa.Recor
     except (OSError, pa.ArrowException) as e:
         if ds.format == "csv" and isinstance(e, pa.ArrowInvalid):
             raise csv_value_error(f.path, types, e) from None
-        raise at(f.path, None, f"cannot read: {_first_line(e)}") from None
+        raise at(f.path, None, f"cannot read: {first_line(e)}") from None
 
 
 def _cast(f: SourceFile, col: pa.Array, fld: pa.Field, first_row: int) -> pa.Array:
     try:
         return col.cast(fld.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise at(f.path, fld.name, f"cannot read as {fld.type} (rows from {first_row + 1}): {_first_line(e)}") \
+        raise at(f.path, fld.name, f"cannot read as {fld.type} (rows from {first_row + 1}): {first_line(e)}") \
             from None
 
 
@@ -233,13 +225,9 @@ def iter_stream(ds: Dataset, stream: StreamFiles, chunk_rows: int) -> Iterator[t
 
 def _check_order(f: SourceFile, column: str, first_row: int, ts: np.ndarray, last_ts: int | None) -> None:
     """Row order is event order, so the simulated time never decreases (DATA.md)."""
-    if last_ts is not None and ts[0] < last_ts:
-        bad = 0
-    else:
-        down = np.flatnonzero(np.diff(ts) < 0)
-        if not down.size:
-            return
-        bad = int(down[0]) + 1
+    bad = first_decrease(ts, last_ts)
+    if bad is None:
+        return
     raise at(f.path, column, f"data row {first_row + bad + 1}: {int(ts[bad])} is earlier than the row "
                              "before; rows must be in event order")
 

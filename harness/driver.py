@@ -66,7 +66,7 @@ class Driver:
         process-wide knobs for punctual releases (GIL switch interval, frozen GC generations)."""
         self.cfg = cfg
         self._tune_process = tune_process
-        self.dataset: Dataset = open_dataset(cfg.dataset_dir, cfg.streams)
+        self.dataset: Dataset = open_dataset(cfg.dataset_dir, cfg.streams, verify=cfg.verify)
         if self.dataset.total_rows == 0:
             raise CepkitError(f"{cfg.dataset_dir}: the selected streams hold no events")
         self.pacing = Pacing(cfg.pacing, self.dataset.sim_start_ms, cfg.speed, cfg.rate_eps)

@@ -135,10 +135,6 @@ class Manifest:
             raise self.error("profile", f"malformed description ({e})") from None
 
 
-def manifest_path(directory: str | os.PathLike) -> Path:
-    return Path(directory) / FILE_NAME
-
-
 def read_manifest(directory: str | os.PathLike, *, verify: bool = True,
                   progress: Progress | None = None) -> Manifest:
     """Load a dataset's manifest and verify its files (checksums and CSV row counts only when
@@ -170,6 +166,8 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
     start = doc.get("start_epoch_ms")
     if type(start) is not int:
         raise at(mpath, "start_epoch_ms", f"expected an integer (epoch ms), got {_show(start)}")
+    if not 0 <= start < 1 << 63:
+        raise at(mpath, "start_epoch_ms", f"{start} is outside the epoch-ms range [0, 2^63)")
 
     root = _resolved_dir(directory)
     lister = _Lister(directory, root, mpath, fmt)
@@ -398,7 +396,7 @@ def parquet_rows(path: Path, ident: tuple[str, int, int] | None = None) -> int:
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
     except (OSError, pa.ArrowException, ValueError) as e:
-        raise at(path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+        raise at(path, None, f"not a readable Parquet file: {first_line(e)}") from None
     if ident is not None:
         _remember(_PARQUET_ROWS, ident, rows)
     return rows
@@ -484,9 +482,29 @@ class CsvRecordCounter:
         return self.count
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type's name when empty), for one-line errors."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names on a CSV data file's first line; an unreadable one is one line naming it."""
+    import csv
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise at(path, 1, f"cannot read the CSV header: {first_line(e)}") from None
+
+
+def first_decrease(ts: np.ndarray, last_ts: int | None) -> int | None:
+    """Index of the first value below its predecessor (`last_ts` precedes ts[0]), or None: data
+    files list events in event order, so their time column never decreases (DATA.md)."""
+    if last_ts is not None and len(ts) and ts[0] < last_ts:
+        return 0
+    down = np.flatnonzero(np.diff(ts) < 0)
+    return int(down[0]) + 1 if down.size else None
 
 
 # -- data files: naming the value a CSV reader choked on ---------------------------------------
@@ -504,7 +522,7 @@ def csv_value_error(path: str | os.PathLike, types: Mapping, error: BaseExceptio
         table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
             include_columns=list(types), column_types={c: pa.string() for c in types}, strings_can_be_null=True))
     except (OSError, pa.ArrowException) as e:
-        return at(path, None, f"cannot read as CSV: {_first_line(e)}")
+        return at(path, None, f"cannot read as CSV: {first_line(e)}")
     for col, t in types.items():
         values = table.column(col)
         if pa.types.is_integer(t):
@@ -529,5 +547,5 @@ def csv_value_error(path: str | os.PathLike, types: Mapping, error: BaseExceptio
                     pa.scalar(v, pa.string()).cast(t)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     return at(path, i + 2, f"column {col}: {v!r} does not fit in {t}")
-    return at(path, None, f"cannot read as CSV: {_first_line(error)}")
+    return at(path, None, f"cannot read as CSV: {first_line(error)}")
 

@@ -47,6 +47,13 @@ report_settings = settings(fuzz_settings, max_examples=min(8, fuzz_settings.max_
 verdict_settings = settings(fuzz_settings, max_examples=min(16, fuzz_settings.max_examples))
 
 
+class Run(tuple):
+    """(data, strategies, expected frames, sim_start), shown short in hypothesis' failure reports."""
+
+    def __repr__(self) -> str:
+        return f"Run({self[0]})"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A 2-minute dataset in 3 files, its strategies and expected answers (orders included)."""
@@ -61,7 +68,7 @@ def run(tmp_path_factory):
     expected = {n: pd.read_parquet(root / "expected" / "expected" / f"{n}.parquet") for n in SCHEMAS}
     assert len(expected["MarketOrder"]) >= 3
     sim_start = json.loads((data / "manifest.json").read_text())["start_epoch_ms"]
-    return data, strategies, expected, sim_start
+    return Run((data, strategies, expected, sim_start))
 
 
 def _fresh(tmp_path: Path) -> Path:

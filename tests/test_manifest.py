@@ -325,3 +325,53 @@ def test_dataclasses_are_frozen(ticks):
     m = km.read_manifest(ticks)
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.format = "csv"
+
+
+# -- the harness reads datasets through the same reader --------------------------------------
+
+def test_harness_verifies_unless_told_not_to(ticks, tmp_path):
+    from harness.dataset import open_dataset
+    ds = copy(ticks, tmp_path / "ds")
+    edit(ds, lambda m: m["files"][2].update(sha256="f" * 64))
+    with pytest.raises(CepkitError, match=r"ticks-00003-of-00003.parquet: sha256 .* \(files\[2\].sha256\)"):
+        open_dataset(ds)
+    assert open_dataset(ds, verify=False).total_rows == json.loads((ds / "manifest.json").read_text())["total_rows"]
+
+
+def test_harness_names_the_column_of_a_bad_csv_value(csv_ticks, tmp_path):
+    from harness.dataset import iter_events, open_dataset
+    ds = copy(csv_ticks, tmp_path / "ds")
+    f = km.read_manifest(ds).files[1]
+    lines = f.path.read_text().splitlines(keepends=True)
+    cells = lines[3].split(",")
+    cells[1] = "12x"                                             # price
+    lines[3] = ",".join(cells)
+    f.path.write_text("".join(lines))
+    edit(ds, lambda m: m["files"][1].update(bytes=f.path.stat().st_size, sha256=km.sha256_of(f.path)))
+    with pytest.raises(CepkitError) as e:
+        list(iter_events(open_dataset(ds), 1000))
+    assert str(e.value) == f"{f.path}:4: column price: '12x' is not an integer"
+
+
+def test_micro_reference_inputs_name_file_and_column(tmp_path):
+    """validator/micro_inputs.py reads through kit.manifest and refuses unreadable columns."""
+    from validator.micro_inputs import load_micro_dataset
+    ds = tmp_path / "m"
+    generate_micro(MicroConfig(streams=1, format="csv", rate=RateConfig(profile="constant", basis_rate_eps=50.0,
+                                                                         duration_s=2.0)), ds)
+    streams, table = load_micro_dataset(ds)
+    assert list(streams) == ["S1"] and table is None and "_pos" in streams["S1"].columns
+    f = km.read_manifest(ds).streams[0].files[0]
+    lines = f.path.read_text().splitlines(keepends=True)
+    cells = lines[2].split(",")
+    cells[1] = "oops"                                            # A1 of the second event
+    lines[2] = ",".join(cells)
+    f.path.write_text("".join(lines))
+    with pytest.raises(CepkitError, match=r"S1-00001-of-00001.csv: has \d+ bytes but manifest.json says"):
+        load_micro_dataset(ds, verify=False)
+    size = f.path.stat().st_size
+    edit(ds, lambda m: [e.update(bytes=size, sha256=km.sha256_of(f.path))
+                        for e in (m["files"][0], m["streams"][0]["files"][0])])
+    with pytest.raises(CepkitError) as e:
+        load_micro_dataset(ds)
+    assert str(e.value) == f"{f.path}:A1: expected numbers, got string (line 3: 'oops')"

@@ -189,6 +189,8 @@ def test_duplicated_and_reordered_log_rows_are_counted(run, tmp_path):
     assert (streams["MarketOrder"]["undue"], streams["MarketOrder"]["duplicates"]) == (3, 3)
     assert streams["MarketOrder"]["missing"] == streams["MarketOrder"]["wrong"] == 0
     assert streams["Indicator"]["verdict"] == "PASSED"
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "3 (3 duplicates)" in html and 'class="outcome-duplicate"' in html
 
 
 def test_malformed_log_leaves_no_report_behind(run, tmp_path):

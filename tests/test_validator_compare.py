@@ -317,6 +317,11 @@ def test_wrong_schema_version(tmp_path):
     _one_line_error(pairs_log(tmp_path, schema_version=2), "output-log.json:schema_version: expected 1, got 2")
 
 
+def test_schema_version_true_is_not_1(tmp_path):
+    """Found by the fuzzer (issue 14): JSON `true` passed for schema_version 1 on main (True == 1)."""
+    _one_line_error(pairs_log(tmp_path, schema_version=True), "output-log.json:schema_version: expected 1, got True")
+
+
 def test_missing_column(tmp_path):
     eng = engine_rows(EXPECTED_ORDERS).astype({"strategy": str}).drop(columns="size")
     _one_line_error(pairs_log(tmp_path, order_parts=[eng]), "MarketOrder-00001.parquet:size: missing column")

@@ -186,7 +186,7 @@ def _read_meta(lpath: Path) -> dict:
         raise at(lpath, 1, "expected a JSON object")
     if meta.get("kind") != KIND:
         raise at(lpath, "kind", f"expected {KIND!r}, got {meta.get('kind')!r}")
-    if meta.get("schema_version") != SCHEMA_VERSION:
+    if type(meta.get("schema_version")) is not int or meta["schema_version"] != SCHEMA_VERSION:   # not True
         raise at(lpath, "schema_version", f"expected {SCHEMA_VERSION}, got {meta.get('schema_version')!r}")
     if meta.get("format") not in FORMATS:
         raise at(lpath, "format", f"expected one of {', '.join(FORMATS)}, got {meta.get('format')!r}")

@@ -254,23 +254,41 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
 
 
 class _PerSecond:
-    """Counts ticks per second since `origin_ms` while the batches stream past (no second read)."""
+    """Counts ticks per second since `origin_ms` while the batches stream past (no second read).
+
+    Memory follows the seconds that hold ticks, not the distance from the origin: a dataset whose
+    `start_epoch_ms` lies years before its ticks (0, say) once made this a bincount over billions
+    of seconds. The frame has a row for every second from 0 to the last when that is at most
+    `DENSE_SECONDS` rows, else only for the seconds that hold ticks."""
+
+    DENSE_SECONDS = 1 << 20
 
     def __init__(self, origin_ms: int):
-        self.origin_ms = origin_ms
-        self.counts = np.zeros(0, dtype=np.int64)
+        self.origin_ms = int(origin_ms)
+        self.secs: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
 
     def tally(self, batches: Iterable[TickBatch]) -> Iterable[TickBatch]:
         for b in batches:
-            sec = np.maximum((b.tick_ts_ms - self.origin_ms) // 1000, 0)
-            c = np.bincount(sec)
-            if len(c) > len(self.counts):
-                self.counts = np.concatenate([self.counts, np.zeros(len(c) - len(self.counts), np.int64)])
-            self.counts[: len(c)] += c
+            if len(b.tick_ts_ms):
+                # Ticks are in time order (checked by the reader), so seconds come in runs.
+                sec = np.maximum((b.tick_ts_ms - np.int64(self.origin_ms)) // 1000, 0)
+                starts = np.flatnonzero(np.r_[True, sec[1:] != sec[:-1]])
+                self.secs.append(sec[starts])
+                self.counts.append(np.diff(np.r_[starts, len(sec)]))
             yield b
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({"second": np.arange(len(self.counts)), "count": self.counts})
+        if not self.secs:
+            return pd.DataFrame({"second": np.zeros(0, np.int64), "count": np.zeros(0, np.int64)})
+        secs, counts = np.concatenate(self.secs), np.concatenate(self.counts)
+        first = np.flatnonzero(np.r_[True, secs[1:] != secs[:-1]])      # a second split over two batches
+        secs, counts = secs[first], np.add.reduceat(counts, first)
+        if secs[-1] < self.DENSE_SECONDS:
+            dense = np.zeros(int(secs[-1]) + 1, dtype=np.int64)
+            dense[secs] = counts
+            return pd.DataFrame({"second": np.arange(len(dense)), "count": dense})
+        return pd.DataFrame({"second": secs.astype(np.int64), "count": counts.astype(np.int64)})
 
 
 def compute_reference(ticks_dir: Path | Manifest, strategies: Sequence[StrategyParams],

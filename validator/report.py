@@ -136,7 +136,7 @@ def format_text_report(comparisons: Sequence[StreamComparison], shown: int = TEX
                   f"  # engine answers: {c.engine}",
                   f"  # correct answers: {c.correct}",
                   f"  # missing answers: {c.missing}",
-                  f"  # undue answers: {c.undue}",
+                  f"  # undue answers: {c.undue}" + (f" (of which {c.duplicates} duplicates)" if c.duplicates else ""),
                   f"  # wrong answers: {c.wrong}",
                   f"  verdict: {c.verdict}"]
     for c in comparisons:

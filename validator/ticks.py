@@ -13,7 +13,6 @@ naming the file and the column (and the data row, 1-based, or the CSV line).
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
-from kit.manifest import FILE_NAME, DataFile, Manifest, csv_value_error, load_manifest
+from kit.manifest import (FILE_NAME, DataFile, Manifest, csv_header, csv_value_error, first_decrease, first_line,
+                          load_manifest)
 from kit.manifest import read_manifest as read_dataset_manifest
 
 BATCH_ROWS = 1 << 20
@@ -80,6 +80,9 @@ def iter_ticks(source: str | os.PathLike | Manifest, symbols: Sequence[str], *,
             sym = _symbol_index(batch.column("symbol"), wanted)
             price = batch.column("price").to_numpy(zero_copy_only=False).astype(np.int64)
             ts = batch.column("tickTS").to_numpy(zero_copy_only=False).astype(np.int64)
+            if last_ts is None and ts[0] < m.start_epoch_ms:
+                raise _row_error(f, m.format, "tickTS", row, f"{int(ts[0])} is before the run start, {FILE_NAME}'s "
+                                                             f"start_epoch_ms {m.start_epoch_ms}")
             _check_order(f, m.format, ts, row, last_ts)
             last_ts = int(ts[-1])
             yield TickBatch(offset, sym, price, ts)
@@ -103,7 +106,7 @@ def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
     except (OSError, pa.ArrowException) as e:
-        raise at(path, None, f"not a readable Parquet file: {_first_line(e)}") from None
+        raise at(path, None, f"not a readable Parquet file: {first_line(e)}") from None
     for col in COLUMNS:
         if col not in schema.names:
             raise at(path, col, f"missing column (the file has {', '.join(schema.names) or 'none'})")
@@ -115,7 +118,7 @@ def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=list(COLUMNS)):
             yield batch
     except (OSError, pa.ArrowException) as e:
-        raise at(path, None, f"cannot read: {_first_line(e)}") from None
+        raise at(path, None, f"cannot read: {first_line(e)}") from None
 
 
 def _type_ok(col: str, t: pa.DataType) -> bool:
@@ -126,7 +129,7 @@ def _type_ok(col: str, t: pa.DataType) -> bool:
 
 
 def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    header = _csv_header(path)
+    header = csv_header(path)
     for col in COLUMNS:
         if col not in header:
             raise at(path, col, f"missing column (the header has {', '.join(header) or 'nothing'})")
@@ -139,12 +142,6 @@ def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
         raise csv_value_error(path, CSV_TYPES, e) from None
 
 
-def _csv_header(path: Path) -> list[str]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise at(path, 1, f"cannot read the CSV header: {_first_line(e)}") from None
 
 
 def _check_values(f: DataFile, fmt: str, batch: pa.RecordBatch, first_row: int) -> None:
@@ -166,13 +163,9 @@ def _check_values(f: DataFile, fmt: str, batch: pa.RecordBatch, first_row: int) 
 
 def _check_order(f: DataFile, fmt: str, ts: np.ndarray, first_row: int, last_ts: int | None) -> None:
     """Row order is event order, so tickTS never decreases, within a file and across files (DATA.md)."""
-    if last_ts is not None and ts[0] < last_ts:
-        bad = 0
-    else:
-        down = np.flatnonzero(np.diff(ts) < 0)
-        if not down.size:
-            return
-        bad = int(down[0]) + 1
+    bad = first_decrease(ts, last_ts)
+    if bad is None:
+        return
     raise _row_error(f, fmt, "tickTS", first_row + bad,
                      f"{int(ts[bad])} is earlier than the tick before: tickTS goes backwards; ticks must be in "
                      "time order")
@@ -195,6 +188,3 @@ def _symbol_index(col: pa.Array, wanted: pa.Array) -> np.ndarray:
     return pc.index_in(col, value_set=wanted).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -27,6 +27,8 @@ def register(sub, name: str, help_text: str) -> None:
                         "fast as the engine pulls (run.replay)")
     p.add_argument("--speed", type=float, metavar="X", help="recorded replay: simulated ms per wall ms (run.speed)")
     p.add_argument("--rate", type=float, metavar="EPS", help="constant replay: events per second (run.replay_rate_eps)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="with --data: skip the sha256 check of the dataset's files (huge, trusted data)")
     p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
     p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
@@ -67,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), stem)
     check_parent(run_dir)       # one line, before any work, if --out cannot be created there
     req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
-                          Path(args.strategies) if args.strategies else None, args.strategy_limit)
+                          Path(args.strategies) if args.strategies else None, args.strategy_limit,
+                          verify=not args.no_verify)
     con = console()
-    with progress_bar("datagen ticks") as data_progress, run_progress() as on_progress:
-        outcome = run_pairs_pipeline(req, stage=lambda s: con.print(f"[bold]>[/] {s}"),
-                                     data_progress=data_progress, on_progress=on_progress)
+    with progress_bar("verify dataset (sha256)") as verify_progress, progress_bar("datagen ticks") as data_progress, \
+            run_progress() as on_progress:
+        outcome = run_pairs_pipeline(req, stage=lambda s: con.print(f"[bold]>[/] {s}"), data_progress=data_progress,
+                                     on_progress=on_progress, verify_progress=verify_progress)
     if outcome.text:
         print(outcome.text)
     status = {"completed": "green", "unsustainable": "yellow", "failed": "red"}.get(outcome.status, "white")

@@ -38,6 +38,7 @@ class PairsRunRequest:
     strategies_file: Path | None = None
     strategy_limit: int | None = None
     chart_strategy: str | None = None
+    verify: bool = True         # check a given dataset's files against its manifest (sha256, rows)
 
     def __post_init__(self) -> None:
         if Path(self.run_dir).exists():
@@ -105,7 +106,8 @@ def driver_config(cfg: Config, data: Path):
               "pull": dict(pacing="pull", stamp="send")}[r.replay]
     # Pairs windows are over tickTS, which the driver never rewrites: no need to wait for a whole
     # minute to align the run start (specs/DRIVER.md, Clocks).
-    return DriverConfig(dataset_dir=data, align_ms=1000, hold=True, **pacing)
+    # The pipeline verified the dataset once already (run_pairs_pipeline): no second hashing.
+    return DriverConfig(dataset_dir=data, align_ms=1000, hold=True, verify=False, **pacing)
 
 
 def measure_ms(cfg: Config) -> tuple[int | None, int | None]:
@@ -151,9 +153,9 @@ def backlog_limit_events(cfg: Config, manifest: dict) -> int | None:
 
 
 def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, data_progress=None,
-                       on_progress=None) -> PairsRunOutcome:
+                       on_progress=None, verify_progress=None) -> PairsRunOutcome:
     from harness.engine_run import run_engine
-    from validator.ticks import read_manifest
+    from kit.manifest import load_manifest, read_manifest
     from kit.records import INDICATOR, MARKET_ORDER
     from translators.output import write_program
     from translators.registry import engine_module
@@ -163,7 +165,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     cfg = req.config
     run = Path(req.run_dir)
     if req.data_dir is not None:         # a bad given dataset is one line before anything is written
-        read_manifest(req.data_dir)
+        read_manifest(req.data_dir, verify=req.verify, progress=verify_progress)
     run.mkdir(parents=True)
     try:
         write_config(cfg, run / "config.toml")
@@ -171,7 +173,8 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
         stage(f"translate: {cfg.run.engine}, {cfg.run.plan} plan")
         translation = PairsTranslation.from_file(strategies, cfg.run.plan)
         program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
-        manifest = read_manifest(data)
+        # A given dataset was verified above, a generated one was just written: read, not re-hashed.
+        manifest = load_manifest(data).doc
     except BaseException:
         # Nothing ran yet: a run directory holding only inputs would look like a run. (Once the
         # engine has started, the directory is kept whatever happens, as partial results.)
@@ -187,7 +190,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
     stage("validate: reference answers, comparison, latency, pscore")
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
-                                             req.chart_strategy, measure_ms(cfg)))
+                                             req.chart_strategy, measure_ms(cfg), verify=False))
     verdict = outcome.verdict if result.status == "completed" else "FAILED"
     return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
                            outcome.pscore, outcome.p99_ms, result, outcome.lines)

@@ -45,6 +45,13 @@ def run_pairs(args: argparse.Namespace) -> int:
     request = PairsValidation(Path(args.data), Path(args.strategies), out,
                               Path(args.log) if args.log else None, args.strategy,
                               measure_ms=measure_ms(config), verify=not args.no_verify)
+    if not args.no_verify:
+        # Hash the dataset once here, with a bar for big ones; validate_pairs reuses the result
+        # (kit.manifest caches verified files by path, size and mtime).
+        from kit.cli.progress import progress_bar
+        from kit.manifest import read_manifest
+        with progress_bar("verify dataset (sha256)") as bar:
+            read_manifest(Path(args.data), progress=bar)
     # The report is written into a staging directory and renamed to --out only when complete: a
     # failed or interrupted validation leaves nothing behind (kit.atomic).
     with StagedDir(out) as tmp:

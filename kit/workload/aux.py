@@ -74,7 +74,7 @@ def aux_from_document(doc: dict) -> PairsAux:
     """Build the model from the JSON document; a `SpecError` names the bad key."""
     need(isinstance(doc, dict), "expected a JSON object")
     need(doc.get("kind") == AUX_KIND, f"kind must be {AUX_KIND}, got {doc.get('kind')!r}")
-    need(doc.get("schema_version") == AUX_SCHEMA_VERSION,
+    need(type(doc.get("schema_version")) is int and doc.get("schema_version") == AUX_SCHEMA_VERSION,
          f"schema_version must be {AUX_SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
     keys = ("scale_factor", "markets", "num_strategies", "max_strategies_per_pair", "seed", "symbols",
             "correlations")
