@@ -22,7 +22,7 @@ from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directo
 from kit.manifest import FILE_NAME as MANIFEST_FILE  # noqa: F401
 from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
 from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
-from kit.manifest import sha256_of  # noqa: F401  (one hasher, cached: kit.manifest)
+from kit.datafiles import sha256_of  # noqa: F401  (one hasher, cached)
 
 ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
 

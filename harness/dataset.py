@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 
 from kit.errors import at
 from kit.manifest import FILE_NAME as MANIFEST
-from kit.manifest import (Manifest, Progress, csv_header, csv_value_error, first_decrease, first_line,
-                          read_manifest)
+from kit.datafiles import Progress, csv_header, csv_value_error, first_decrease, first_line
+from kit.manifest import Manifest, read_manifest
 from kit.records import STOCK_TICK, STOCK_TICK_FILE, RecordSchema, micro_event
 
 TICKS_STREAM = STOCK_TICK.name        # the one stream of a tick dataset

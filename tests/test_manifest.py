@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kit.datafiles as kd
 import kit.manifest as km
 from datagen.micro import generate_micro
 from datagen.pairs import generate_pairs
@@ -235,7 +236,7 @@ def test_csv_rows_are_counted_when_verifying(csv_ticks, tmp_path):
     f = m.files[0]
     lines = f.path.read_bytes().splitlines(keepends=True)
     f.path.write_bytes(b"".join(lines[:-1]))
-    edit(ds, lambda d: d["files"][0].update(sha256=km.sha256_of(f.path), bytes=f.path.stat().st_size))
+    edit(ds, lambda d: d["files"][0].update(sha256=kd.sha256_of(f.path), bytes=f.path.stat().st_size))
     assert f"{f.name}: has {f.rows - 1} rows but manifest.json says {f.rows} (files[0].rows)" in error_of(ds)
     km.read_manifest(ds, verify=False)   # not counted without verify (the readers still count as they read)
 
@@ -244,7 +245,7 @@ def test_each_file_is_hashed_once_per_process(ticks, tmp_path, monkeypatch):
     ds = copy(ticks, tmp_path / "ds")
     opened = []
     real_open = open
-    monkeypatch.setattr(km, "open", lambda p, *a, **k: (opened.append(Path(p).name), real_open(p, *a, **k))[1],
+    monkeypatch.setattr(kd, "open", lambda p, *a, **k: (opened.append(Path(p).name), real_open(p, *a, **k))[1],
                         raising=False)
     km.read_manifest(ds)
     assert sorted(opened) == sorted(f["path"] for f in json.loads((ds / "manifest.json").read_text())["files"])
@@ -261,12 +262,12 @@ def test_each_file_is_hashed_once_per_process(ticks, tmp_path, monkeypatch):
 
 
 def test_progress_only_for_big_datasets(ticks, monkeypatch):
-    km._DIGESTS.clear()
+    kd._DIGESTS.clear()
     calls = []
     km.read_manifest(ticks, progress=lambda done, total: calls.append((done, total)))
     assert calls == []                   # small: nothing to show
-    km._DIGESTS.clear()
-    monkeypatch.setattr(km, "PROGRESS_MIN_BYTES", 1)
+    kd._DIGESTS.clear()
+    monkeypatch.setattr(km, "PROGRESS_MIN_BYTES", 1)      # the threshold kit.manifest applies
     km.read_manifest(ticks, progress=lambda done, total: calls.append((done, total)))
     total = sum(f["bytes"] for f in json.loads((ticks / "manifest.json").read_text())["files"])
     assert calls and calls[-1] == (total, total) and all(a <= b for (a, _), (b, _) in zip(calls, calls[1:]))
@@ -292,10 +293,10 @@ def re_search(pattern: str, text: str) -> bool:
 def test_csv_value_error_names_line_and_column(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("symbol,price,tickTS\nAAAAAA,100,5\nBBBBBB,1O0,6\n")
-    e = km.csv_value_error(p, {"symbol": pa.string(), "price": pa.int64(), "tickTS": pa.int64()}, ValueError("x"))
+    e = kd.csv_value_error(p, {"symbol": pa.string(), "price": pa.int64(), "tickTS": pa.int64()}, ValueError("x"))
     assert str(e) == f"{p}:3: column price: '1O0' is not an integer"
     p.write_text("symbol,price,tickTS\nAAAAAA,100,99999999999999999999\n")
-    e = km.csv_value_error(p, {"price": pa.int64(), "tickTS": pa.int64()}, ValueError("x"))
+    e = kd.csv_value_error(p, {"price": pa.int64(), "tickTS": pa.int64()}, ValueError("x"))
     assert str(e).startswith(f"{p}:2: column tickTS: '99999999999999999999' does not fit")
 
 
@@ -314,7 +315,7 @@ def test_csv_record_counter_agrees_with_pyarrow(rows, crlf, blank, cut):
         data = data.replace(b"\n", b"\r\n")
     if blank:
         data += b"\n\n"
-    counter = km.CsvRecordCounter()
+    counter = kd.CsvRecordCounter()
     for i in range(0, len(data), cut):
         counter.feed(data[i:i + cut])
     assert counter.records() - 1 == pacsv.read_csv(io.BytesIO(data), parse_options=pacsv.ParseOptions(
@@ -347,7 +348,7 @@ def test_harness_names_the_column_of_a_bad_csv_value(csv_ticks, tmp_path):
     cells[1] = "12x"                                             # price
     lines[3] = ",".join(cells)
     f.path.write_text("".join(lines))
-    edit(ds, lambda m: m["files"][1].update(bytes=f.path.stat().st_size, sha256=km.sha256_of(f.path)))
+    edit(ds, lambda m: m["files"][1].update(bytes=f.path.stat().st_size, sha256=kd.sha256_of(f.path)))
     with pytest.raises(CepkitError) as e:
         list(iter_events(open_dataset(ds), 1000))
     assert str(e.value) == f"{f.path}:4: column price: '12x' is not an integer"
@@ -370,7 +371,7 @@ def test_micro_reference_inputs_name_file_and_column(tmp_path):
     with pytest.raises(CepkitError, match=r"S1-00001-of-00001.csv: has \d+ bytes but manifest.json says"):
         load_micro_dataset(ds, verify=False)
     size = f.path.stat().st_size
-    edit(ds, lambda m: [e.update(bytes=size, sha256=km.sha256_of(f.path))
+    edit(ds, lambda m: [e.update(bytes=size, sha256=kd.sha256_of(f.path))
                         for e in (m["files"][0], m["streams"][0]["files"][0])])
     with pytest.raises(CepkitError) as e:
         load_micro_dataset(ds)

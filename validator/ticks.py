@@ -25,8 +25,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
-from kit.manifest import (FILE_NAME, DataFile, Manifest, csv_header, csv_value_error, first_decrease, first_line,
-                          load_manifest)
+from kit.datafiles import csv_header, csv_value_error, first_decrease, first_line
+from kit.manifest import FILE_NAME, DataFile, Manifest, load_manifest
 from kit.manifest import read_manifest as read_dataset_manifest
 
 BATCH_ROWS = 1 << 20
