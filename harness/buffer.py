@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from harness.protocol import BadRequestError, OffsetEvictedError
+from kit.wire.protocol import BadRequestError, OffsetEvictedError
 
 
 class Chunk:

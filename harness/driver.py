@@ -35,7 +35,7 @@ import numpy as np
 from harness.buffer import Chunk, ReleaseBuffer
 from harness.config import DriverConfig
 from harness.dataset import Dataset, iter_events, open_dataset
-from harness.protocol import OPS, PROTOCOL_VERSION, BadRequestError, DriverError, encode_batches
+from kit.wire.protocol import OPS, PROTOCOL_VERSION, BadRequestError, DriverError, encode_batches
 from harness.schedule import EpochClock, LatenessRecorder, Pacing, aligned_run_start, check_aligned
 from harness.server import FrameServer
 from kit.errors import CepkitError

@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 import pyarrow as pa
 
-from harness.client import DriverClient
+from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from harness.jvm_archive import driver_java_options
 from harness.process import DriverProcess

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from harness.client import DriverClient
+from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from kit.errors import CepkitError
 

@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from harness.protocol import ProtocolError, error_header, recv_frame, send_frame
+from kit.wire.protocol import ProtocolError, error_header, recv_frame, send_frame
 
 Handler = Callable[..., tuple[dict, object]]
 

@@ -2,7 +2,7 @@
 
 The engine program (inside Spark's `foreachBatch`) sends each micro-batch's rows of one output
 stream to `SinkServer` over loopback TCP with `SinkClient.emit`: one frame per (stream, batch),
-the rows as an Arrow IPC stream body (the driver's frame format, harness/protocol.py). The server
+the rows as an Arrow IPC stream body (the driver's frame format, kit/wire/protocol.py). The server
 stamps `arrivalTS` (wall-clock epoch ms, read once when the frame is fully received) and
 `batchId`, appends the rows to `out_dir/<stream>-00001.parquet` (a new numbered file every
 `roll_rows` rows), and `finish(clocks)` writes `output-log.json` (specs/OUTPUT_LOG.md).
@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from harness.frame_client import FrameClient, FrameConnection
-from harness.protocol import BadRequestError, ProtocolError, decode_table, encode_batches
+from kit.wire.protocol import BadRequestError, ProtocolError, decode_table, encode_batches
+from kit.wire.sink_client import SinkError
 from harness.server import FrameServer
 from kit.errors import CepkitError
 
@@ -46,10 +46,6 @@ FLUSH_AFTER_S = 1.0
 FLUSH_ROWS = 65_536
 # Stream names become file names.
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-class SinkError(CepkitError):
-    """The sink refused or could not take a batch; the engine must fail, not drop it."""
 
 
 def now_ms() -> int:
@@ -364,39 +360,3 @@ class SinkServer:
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise CepkitError(f"sink: streams: {name!r} is not a valid stream name (letters, digits, _ . -)")
-
-
-# ---- the client ------------------------------------------------------------------------------
-
-class SinkClient(FrameClient):
-    """Sends output batches to a SinkServer; used inside the engine program's foreachBatch.
-
-    `emit` raises SinkError when the sink refuses a batch or stays unreachable for `reconnect_s`:
-    a batch is never dropped silently. A resent batch after a lost answer is harmless: the sink
-    writes each (stream, batch_id) once.
-    """
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 60.0,
-                 reconnect_s: float = 10.0):
-        if not port:
-            raise SinkError("SinkClient: a port is required")
-        self.host, self.port = host, int(port)
-        self._conn = FrameConnection(host, port, peer="sink", unreachable=SinkError, timeout_s=timeout_s,
-                                     reconnect_s=reconnect_s)
-
-    def _request(self, header: dict, body=None) -> dict:
-        try:
-            resp, _ = self._conn.request(header, body)
-        except ProtocolError as e:
-            raise SinkError(f"{self._conn.where}: {e}") from None
-        if not resp.get("ok"):
-            raise SinkError(f"{self._conn.where}: {resp.get('message', 'request failed')}")
-        return resp
-
-    def emit(self, stream: str, batch_id: int, table: pa.Table) -> int:
-        """Send one stream's rows of one micro-batch; returns the rows the sink wrote."""
-        body = encode_batches(table.schema, table.to_batches())
-        return self._request({"op": "emit", "stream": stream, "batch_id": int(batch_id)}, body)["rows"]
-
-    def stats(self) -> dict:
-        return self._request({"op": "stats"})["stats"]

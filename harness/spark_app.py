@@ -36,8 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.client import DriverClient
-from harness.sink import SinkClient
+from kit.wire.feed_client import DriverClient
+from kit.wire.sink_client import SinkClient
 from harness.spark_source import driver_stream
 from kit.errors import CepkitError
 

@@ -1,7 +1,7 @@
 """A PySpark streaming data source that pulls events from the cepkit driver by offset.
 
 Registered as format `cepkit_driver` (`driver_stream(spark, host, port)` does both steps). It is
-a `DataSourceStreamReader` over `harness.client.DriverClient` (specs/DRIVER.md):
+a `DataSourceStreamReader` over `kit.wire.feed_client.DriverClient` (specs/DRIVER.md):
 
 - an offset is `{"offset": n}`, the driver's global event order; a micro-batch is the range
   `[start, end)`, so any batch can be read again identically after a restart (the driver's reads
@@ -35,8 +35,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from harness.client import DriverClient
-from harness.protocol import DriverError
+from kit.wire.feed_client import DriverClient
+from kit.wire.protocol import DriverError
 from kit.errors import CepkitError
 
 FORMAT = "cepkit_driver"

@@ -21,12 +21,12 @@ import pytest
 
 from datagen.micro import generate_micro
 from datagen.pairs import generate_pairs
-from harness.client import DriverClient
+from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from harness.dataset import iter_events, open_dataset
 from harness.driver import Driver
 from harness.process import DriverProcess
-from harness.protocol import BadRequestError, DriverError, OffsetEvictedError, PREFIX
+from kit.wire.protocol import BadRequestError, DriverError, OffsetEvictedError, PREFIX
 from harness.schedule import LatenessRecorder, Pacing, aligned_run_start
 from kit.config import MicroConfig, RateConfig
 from kit.errors import CepkitError

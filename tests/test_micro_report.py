@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 import harness.sink
-from harness.sink import SinkClient, SinkServer
+from harness.sink import SinkServer
+from kit.wire.sink_client import SinkClient
 from kit.errors import CepkitError
 from kit.profiles import adaptivity_profile
 from validator.adaptivity import adaptivity_metrics

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from datagen.micro import generate_micro
-from harness.sink import SinkClient, SinkServer
+from harness.sink import SinkServer
+from kit.wire.sink_client import SinkClient
 from kit.config import load_config
 from kit.errors import CepkitError
 from kit.paths import SPECS_DIR

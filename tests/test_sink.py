@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.sink import LatencyHistogram, SinkClient, SinkError, SinkServer
+from harness.sink import LatencyHistogram, SinkServer
+from kit.wire.sink_client import SinkClient, SinkError
 from kit.errors import CepkitError
 from kit.records import INDICATOR
 from validator.outputlog import read_output_log

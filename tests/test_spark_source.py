@@ -15,10 +15,10 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from datagen.pairs import generate_pairs
-from harness.client import DriverClient
+from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from harness.driver import Driver
-from harness.protocol import OffsetEvictedError
+from kit.wire.protocol import OffsetEvictedError
 from harness.spark_source import (DriverSource, DriverStreamReader, OffsetRange, SourceOptions, spark_ddl,
                                   split_range)
 from kit.errors import CepkitError

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from harness.frame_client import FrameClient, FrameConnection
-from harness.protocol import DriverError, decode_table, raise_for
+from kit.wire.connection import FrameClient, FrameConnection
+from kit.wire.protocol import DriverError, decode_table, raise_for
 
 
 class DriverClient(FrameClient):

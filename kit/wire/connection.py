@@ -1,6 +1,6 @@
-"""One reconnecting request/response connection speaking the frame protocol (harness/protocol.py).
+"""One reconnecting request/response connection speaking the frame protocol (kit/wire/protocol.py).
 
-Used by the driver's client (harness/client.py) and the sink's client (harness/sink.py). Every
+Used by the driver's client (kit/wire/feed_client.py) and the sink's client (harness/sink.py). Every
 request the harness makes is idempotent (reads address offsets; the sink writes each
 (stream, batch) once), so a request cut by a lost connection is sent again on a new one until
 `reconnect_s` passes. One connection serves one thread at a time (a lock makes concurrent use
@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from harness.protocol import ProtocolError, recv_frame, send_frame
+from kit.wire.protocol import ProtocolError, recv_frame, send_frame
 
 
 class FrameConnection:
