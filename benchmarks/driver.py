@@ -36,7 +36,7 @@ from harness.process import DriverProcess
 
 
 def generate(rate_eps: int, seconds: float, out: Path) -> None:
-    cmd = [sys.executable, "-m", "kit.cli", "datagen", "micro", "--set", f"micro.rate.basis_rate_eps={rate_eps}",
+    cmd = [sys.executable, "-m", "cepkit_app.cli", "datagen", "micro", "--set", f"micro.rate.basis_rate_eps={rate_eps}",
            "--set", f"micro.rate.duration_s={seconds}", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:

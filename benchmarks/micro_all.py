@@ -1,7 +1,7 @@
 """Maximum sustainable throughput of every microbenchmark query on PySpark (quick suites).
 
-For each quick suite of specs/suites/ (or --suites), each workload (or the first --per-suite of
-each) gets the sustainable-throughput search of kit/cli/sustainable.py: fixed-rate runs, doubling
+For each quick suite of kit/specs/suites/ (or --suites), each workload (or the first --per-suite of
+each) gets the sustainable-throughput search of cepkit_app/pipelines/sustainable.py: fixed-rate runs, doubling
 then bisecting the rate, backlog thresholds q^a (steady state) and q^b (abort), a confirming run
 at 90 % of the found rate, validated. Prints one table: suite, workload, parameters, max
 sustainable throughput (events/s, all streams), p50/p99 event-time latency with the number of
@@ -30,10 +30,10 @@ from pathlib import Path
 # Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from kit.cli.micro_cmd import SUITE_NAMES  # noqa: E402
-from kit.cli.micro_pipeline import MicroSuiteRequest, p99_detail, run_micro_suite  # noqa: E402
-from kit.cli.sustainable import SearchConfig  # noqa: E402
-from kit.paths import SPECS_DIR, fresh_path  # noqa: E402
+from cepkit_app.pipelines.micro import MicroSuiteRequest, p99_detail, run_micro_suite  # noqa: E402
+from cepkit_app.pipelines.sustainable import SearchConfig  # noqa: E402
+from kit.paths import fresh_path  # noqa: E402
+from kit.shipped import SUITE_NAMES, suite_path  # noqa: E402
 from kit.workload import TableJoin, TimeWindowAggregation, read_suite  # noqa: E402
 from validator.micro_report import p99_cell  # noqa: E402
 
@@ -103,7 +103,7 @@ def main() -> int:
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
     only = set(filter(None, args.workloads.split(",")))
     for label, name, settings, wanted in passes:
-        suite = read_suite(SPECS_DIR / "suites" / f"{name}-quick.xml")
+        suite = read_suite(suite_path(name, quick=True))
         keep = tuple(w.name for w in suite.workloads[:args.per_suite or len(suite.workloads)]
                      if wanted(w) and (not only or w.name in only))
         if not keep:

@@ -25,9 +25,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import numpy as np  # noqa: E402
 
-from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline  # noqa: E402
+from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline  # noqa: E402
 from kit.config import load_config  # noqa: E402
-from kit.paths import REPO_ROOT, fresh_path  # noqa: E402
+from kit.paths import fresh_path  # noqa: E402
+from kit.shipped import config_path  # noqa: E402
 from kit.profiles import profile_from_dict  # noqa: E402
 from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,  # noqa: E402
                                measurement_mask)
@@ -62,7 +63,7 @@ def _order_p99(run_dir: Path) -> str | None:
 
 
 def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
-    config = load_config(REPO_ROOT / "specs" / "configs" / "quick.toml",
+    config = load_config(config_path("quick"),
                          base_args + [f"pairs.scale_factor={sf}", f"run.plan={plan!r}"])
     run_dir = fresh_path(runs, f"sf{sf}-{plan}")
     started = time.time()

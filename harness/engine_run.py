@@ -16,164 +16,24 @@ directory, the program contract and the end conditions.
 
 from __future__ import annotations
 
-import dataclasses
+import importlib.util
 import json
 import os
-import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-import psutil
-import pyarrow as pa
-
-from kit.wire.feed_client import DriverClient
-from harness.config import DriverConfig
+from harness.engine_process import EngineProcess, last_error_line
 from harness.jvm_archive import driver_java_options
 from harness.process import DriverProcess
 from harness.resources import BacklogLog, ResourceSampler, now_ms
-from harness.sink import FORMATS, SinkServer
+from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
+from harness.sink import SinkServer
 from harness.versions import machine, versions
 from kit.errors import CepkitError
-from kit.paths import REPO_ROOT
-from kit.records import RecordSchema
+from kit.wire.feed_client import DriverClient
 
-STATUSES = ("completed", "unsustainable", "failed")
 MONITOR_S = 1.0
-# After SIGTERM the program waits up to 10 s for a batch boundary, then stops Spark.
-TERM_WAIT_S = 40.0
-# A normally finished program's JVM and workers exit on their own within this long.
-TREE_EXIT_WAIT_S = 10.0
-
-
-def _bad(name: str, message: str) -> CepkitError:
-    return CepkitError(f"engine run: {name}: {message}")
-
-
-@dataclass(frozen=True)
-class EngineRunSpec:
-    """One run of one engine program. `driver.hold` is forced on: the driver begins releasing
-    once the program's query is up; and the driver keeps unread events up to twice q^b. `output_schemas` lists the output streams the run must
-    deliver (an empty one still gets a file); values are pyarrow schemas or kit.records schemas.
-    `backlog_limit_events` is q^b: the run stops as "unsustainable" once the driver's backlog has
-    stayed above it for `backlog_grace_s`."""
-
-    program: Path
-    run_dir: Path
-    driver: DriverConfig
-    master: str = "local[*]"
-    spark_conf: tuple[tuple[str, str], ...] = ()
-    shuffle_partitions: int = 2
-    trigger_ms: int = 0
-    source_partitions: int = 1
-    output_format: str = "parquet"
-    output_schemas: Mapping[str, pa.Schema] | None = None
-    roll_rows: int = 1_000_000
-    backlog_limit_events: int | None = None
-    backlog_grace_s: float = 5.0
-    startup_timeout_s: float = 180.0
-    drain_timeout_s: float = 120.0
-    python: str = sys.executable
-    env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
-    jvm_class_archive: bool = True             # map harness/jvm_archive.py's archive when it exists
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "program", Path(self.program))
-        object.__setattr__(self, "run_dir", Path(self.run_dir))
-        if not isinstance(self.driver, DriverConfig):
-            raise _bad("driver", f"must be a DriverConfig, got {type(self.driver).__name__}")
-        conf = self.spark_conf.items() if isinstance(self.spark_conf, Mapping) else self.spark_conf
-        pairs = tuple((str(k), str(v)) for k, v in conf)
-        object.__setattr__(self, "spark_conf", pairs)
-        if self.output_format not in FORMATS:
-            raise _bad("output_format", f"must be one of {', '.join(FORMATS)}, got {self.output_format!r}")
-        if self.output_schemas is not None:
-            schemas = {}
-            for name, schema in dict(self.output_schemas).items():
-                if isinstance(schema, RecordSchema):
-                    schema = schema.arrow_schema()
-                if not isinstance(schema, pa.Schema):
-                    raise _bad(f"output_schemas.{name}", f"must be a pyarrow or kit.records schema, got {schema!r}")
-                schemas[name] = schema
-            object.__setattr__(self, "output_schemas", schemas)
-        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 1), ("roll_rows", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise _bad(name, f"must be an integer >= {low}, got {value!r}")
-        if self.backlog_limit_events is not None and (isinstance(self.backlog_limit_events, bool) or not isinstance(
-                self.backlog_limit_events, int) or self.backlog_limit_events < 0):
-            raise _bad("backlog_limit_events", f"must be an integer >= 0 or None, got {self.backlog_limit_events!r}")
-        # Events the engine has not read stay in the driver up to twice q^b: a run that far behind
-        # ends as unsustainable, not on a read of an evicted offset. Kept in the spec, so that
-        # run.json shows the driver settings actually used.
-        keep = max(self.driver.keep_unread_events, 2 * (self.backlog_limit_events or 0))
-        object.__setattr__(self, "driver", dataclasses.replace(self.driver, hold=True, keep_unread_events=keep))
-        for name in ("backlog_grace_s", "startup_timeout_s", "drain_timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise _bad(name, f"must be a number >= 0, got {value!r}")
-        if not self.master:
-            raise _bad("master", "must not be empty")
-
-    def to_dict(self) -> dict:
-        return {"program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
-                "master": self.master, "spark_conf": dict(self.spark_conf),
-                "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
-                "source_partitions": self.source_partitions, "output_format": self.output_format,
-                "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
-                "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
-                "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
-                "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive}
-
-
-@dataclass(frozen=True)
-class RunSnapshot:
-    """What the monitor saw at one tick (passed to `on_progress` once a second)."""
-
-    elapsed_s: float            # since the driver began (negative lead time excluded)
-    sim_ms: int                 # simulated ms since the run start (wall ms for rate pacing); < 0 in the lead-in
-    released: int
-    pulled: int
-    backlog: int
-    total_events: int
-    rate_eps: float             # events released per second over the last tick
-    outputs: dict[str, int]     # rows per output stream so far
-    latency_p99_ms: int | None  # event-time latency (arrivalTS - inputTS) so far
-    cpu_percent: float | None   # the program's process tree, percent of one core
-    rss_bytes: int | None
-
-
-@dataclass(frozen=True)
-class EngineRunResult:
-    status: str                 # completed | unsustainable | failed
-    message: str                # one line
-    run_dir: Path
-    output_log: Path | None     # run_dir/outputs/output-log.json, when written
-    events_total: int | None
-    events_released: int | None
-    events_pulled: int | None
-    outputs: dict[str, int]
-    peak_rss_bytes: int | None          # the program's process tree, start-up included
-    mean_cpu_percent: float | None      # percent of one core, from the driver's begin to the end
-    latency_p50_ms: int | None
-    latency_p99_ms: int | None
-    duration_s: float
-    # Spark's stateful operators over all batches: the largest sum of their state-store memory
-    # (stateOperators.memoryUsedBytes) and of their state rows; None without stateful operators.
-    peak_state_bytes: int | None = None
-    peak_state_rows: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
 
 
 def _round(x: float | None) -> float | None:
@@ -182,151 +42,6 @@ def _round(x: float | None) -> float | None:
 
 def _write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _last_error_line(log: Path) -> str:
-    """The most telling line at the end of the program's stderr, for a one-line message."""
-    try:
-        lines = [ln.rstrip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "no output"
-    # A traceback ends with "SomeError: message"; Java stack frames start with whitespace.
-    for ln in reversed(lines[-200:]):
-        if not ln[0].isspace() and ("Error" in ln or "Exception" in ln or "error" in ln):
-            return ln.strip()[:300]
-    return lines[-1].strip()[:300] if lines else "no output"
-
-
-class _Program:
-    """The engine program's process tree and its stdout events."""
-
-    def __init__(self, cmd: list[str], env: dict, cwd: Path, logs: Path):
-        self.log_path = logs / "engine.log"
-        self._stderr = open(self.log_path, "w")
-        self._jsonl = open(logs / "engine.stdout.jsonl", "w")
-        self._other = logs / "engine.stdout.txt"
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=cwd,
-                                     text=True, bufsize=1, start_new_session=True)
-        self.pid = self.proc.pid
-        self.events: dict[str, dict] = {}
-        self.progress: dict | None = None
-        self.peak_state_bytes: int | None = None
-        self.peak_state_rows: int | None = None
-        self.started = threading.Event()
-        self._known: dict[int, psutil.Process] = {}
-        self._reader = threading.Thread(target=self._read, name="engine-stdout", daemon=True)
-        self._reader.start()
-        self.refresh_tree()
-
-    def _read(self) -> None:
-        other = None
-        for line in self.proc.stdout:
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                msg = None
-            if isinstance(msg, dict) and "event" in msg:
-                msg["harness_ts_ms"] = now_ms()
-                self._jsonl.write(json.dumps(msg) + "\n")
-                self._jsonl.flush()
-                if msg["event"] == "progress":
-                    self.progress = msg
-                elif msg["event"] == "batch":
-                    self._note_state(msg.get("state"))
-                else:
-                    self.events[msg["event"]] = msg
-                if msg["event"] == "started":
-                    self.started.set()
-            else:
-                # Something else on stdout (the JVM shares it): kept, apart from the JSON lines.
-                other = other or open(self._other, "a")
-                other.write(line)
-                other.flush()
-        if other:
-            other.close()
-
-    def _note_state(self, operators) -> None:
-        if not isinstance(operators, list) or not operators:
-            return
-        total_bytes = sum(int(op.get("memoryUsedBytes") or 0) for op in operators if isinstance(op, dict))
-        total_rows = sum(int(op.get("numRowsTotal") or 0) for op in operators if isinstance(op, dict))
-        self.peak_state_bytes = max(self.peak_state_bytes or 0, total_bytes)
-        self.peak_state_rows = max(self.peak_state_rows or 0, total_rows)
-
-    def refresh_tree(self) -> None:
-        """Remember the program's descendants: orphaned ones can still be found and ended."""
-        try:
-            root = psutil.Process(self.pid)
-            for p in [root] + root.children(recursive=True):
-                self._known.setdefault(p.pid, p)
-        except psutil.NoSuchProcess:
-            pass
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def alive_tree(self) -> list[psutil.Process]:
-        out = []
-        for p in self._known.values():
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(p)
-            except psutil.NoSuchProcess:
-                pass
-        return out
-
-    def terminate(self, wait_s: float = TERM_WAIT_S) -> None:
-        """SIGTERM (the program stops its query between batches), then SIGKILL the whole tree."""
-        self.refresh_tree()
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                pass
-        self.reap()
-
-    def reap(self, wait_s: float = TREE_EXIT_WAIT_S) -> None:
-        """Make sure nothing of the tree is left: the root is waited for (or killed), its
-        descendants get `wait_s` to exit by themselves (the JVM exits when the Python driver's
-        pipe closes), then whatever remains is killed."""
-        if self.proc.poll() is None:
-            self.refresh_tree()
-            self.proc.kill()
-        self.proc.wait()
-        if self._wait_tree(wait_s):
-            return self._close()
-        for p in self.alive_tree():
-            if p.pid != self.pid:
-                try:
-                    p.kill()
-                except psutil.NoSuchProcess:
-                    pass
-        try:
-            os.killpg(self.pid, signal.SIGKILL)     # anything else still in the program's group
-        except (ProcessLookupError, PermissionError):
-            pass
-        self._wait_tree(5.0)
-        self._close()
-
-    def _wait_tree(self, wait_s: float) -> bool:
-        """Wait until no descendant runs (zombies count as gone: they are not ours to reap)."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            if not [p for p in self.alive_tree() if p.pid != self.pid]:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
-
-    def _close(self) -> None:
-        self._reader.join(timeout=5)
-        self.proc.stdout.close()
-        self._stderr.close()
-        self._jsonl.close()
 
 
 class _Run:
@@ -339,7 +54,7 @@ class _Run:
         self.sink: SinkServer | None = None
         self.driver: DriverProcess | None = None
         self.client: DriverClient | None = None
-        self.program: _Program | None = None
+        self.program: EngineProcess | None = None
         self.sampler: ResourceSampler | None = None
         self.backlog_log: BacklogLog | None = None
         self.clocks: dict | None = None
@@ -366,8 +81,10 @@ class _Run:
         env = dict(os.environ)
         env.update(PYSPARK_PYTHON=spec.python, PYSPARK_DRIVER_PYTHON=spec.python, PYTHONUNBUFFERED="1")
         env.update(dict(spec.env))
-        # The program imports harness.spark_app, and Spark's workers import the source module.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        # The program and Spark's Python workers import the engine's runtime packages from where
+        # this harness found them (an installed wheel, or an editable checkout).
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+            (*package_roots(spec.runtime_packages), *filter(None, [env.get("PYTHONPATH")]))))
         cmd = [spec.python, str(spec.program.resolve()), "--driver", f"{self.driver.host}:{self.driver.port}",
                "--sink", f"{self.sink.host}:{self.sink.port}", "--checkpoint", str(self.dirs["checkpoint"]),
                "--master", spec.master, "--shuffle-partitions", str(spec.shuffle_partitions),
@@ -379,7 +96,7 @@ class _Run:
             cmd += ["--conf", f"{key}={value}"]
         _write_json(logs / "command.json", cmd)
         self.timings["program_start_ms"] = now_ms()
-        self.program = _Program(cmd, env, spec.run_dir, logs)
+        self.program = EngineProcess(cmd, env, spec.run_dir, logs)
         self.sampler = ResourceSampler(self.program.pid, self.dirs["metrics"] / "resources.csv").start()
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
 
@@ -406,7 +123,7 @@ class _Run:
         failed = self.program.events.get("failed")
         if failed and failed.get("message"):
             return failed["message"]
-        return _last_error_line(self.program.log_path)
+        return last_error_line(self.program.log_path)
 
     # ---- monitor -------------------------------------------------------------------------------
 
@@ -487,7 +204,7 @@ class _Run:
             self._end("failed", f"the engine program failed: {events['failed'].get('message')}")
         else:
             self._end("failed", f"the engine program exited with code {rc} before finishing: "
-                                f"{_last_error_line(program.log_path)}")
+                                f"{last_error_line(program.log_path)}")
 
     def _end(self, status: str, message: str) -> None:
         self.status, self.message = status, message
@@ -601,3 +318,14 @@ def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] |
         result = run.result()
         run.write_run_json(result)
     return result
+
+
+def package_roots(packages) -> list[str]:
+    """The directories that hold these top-level packages, as this interpreter finds them."""
+    roots = []
+    for name in packages:
+        found = importlib.util.find_spec(name)
+        if found is None or not found.submodule_search_locations:
+            raise CepkitError(f"engine run: the engine's runtime package {name!r} is not installed")
+        roots.append(str(Path(list(found.submodule_search_locations)[0]).parent))
+    return roots

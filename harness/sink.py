@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kit.wire.protocol import BadRequestError, ProtocolError, decode_table, encode_batches
+from kit.wire.protocol import BadRequestError, decode_table
 from kit.wire.sink_client import SinkError
 from harness.server import FrameServer
 from kit.errors import CepkitError

@@ -20,9 +20,11 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from kit import tomlio
+from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
 
 CONFIG_KIND = "cepkit.config"
@@ -279,7 +281,6 @@ class MicroConfig:
         _need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
 
 
-ENGINES = ("pyspark",)
 PLANS = ("shared", "per-strategy")
 # Microbenchmark plans (translators/spark_micro.py): Q3 on the stateful core or Spark's window();
 # J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
@@ -332,7 +333,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _check_values(self)              # every number finite and within LIMITS["RunConfig"]
-        _choice(self, "engine", ENGINES)
+        _choice(self, "engine", ENGINE_NAMES)
         _need(re.fullmatch(r"[1-9][0-9]*[kmgt]", self.driver_memory or "") is not None, "driver_memory",
               f"must be a size like 4g or 2048m, got {self.driver_memory!r}")
         for item in self.spark_conf:
@@ -355,6 +356,12 @@ class RunConfig:
         _positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
         _need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
         _need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
+
+    def backlog_limit_events(self, mean_eps: float | None) -> int | None:
+        """q^b in events: `max_backlog_s` seconds of input at the mean release rate, at least 1000
+        events; None when nothing sets the pace (a pulled replay is never more than its pull
+        window ahead of the engine)."""
+        return None if mean_eps is None else max(1000, int(self.max_backlog_s * mean_eps))
 
 
 @dataclass(frozen=True)
@@ -394,7 +401,7 @@ def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
 
 # Which tuple of names a string key must be one of (for `cepkit config keys`).
 _CHOICES = {"RateConfig.profile": "PROFILES", "RateConfig.arrivals": "ARRIVALS", "PairsConfig.format": "FORMATS",
-            "MicroConfig.format": "FORMATS", "RunConfig.engine": "ENGINES", "RunConfig.plan": "PLANS",
+            "MicroConfig.format": "FORMATS", "RunConfig.engine": "ENGINE_NAMES", "RunConfig.plan": "PLANS",
             "RunConfig.stamp": "STAMPS", "RunConfig.replay": "REPLAYS", "RunConfig.output_format": "FORMATS",
             "RunConfig.time_windows": "TIME_WINDOW_PLANS", "RunConfig.database_join": "DATABASE_JOIN_PLANS"}
 
@@ -539,8 +546,11 @@ def _read_toml(source: str) -> dict:
         raise CepkitError(f"{source}: invalid TOML: nested too deeply") from None
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Defaults, then the TOML file (if any), then each `--set` override, checked as a whole."""
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = (),
+                settings: Mapping[str, Any] | None = None) -> Config:
+    """Defaults, then the TOML file (if any), then each `--set` override (text, read as TOML), then
+    `settings` (typed values by dotted key, e.g. {"pairs.scale_factor": 4} from a command's own
+    options), checked as a whole."""
     data: dict = {}
     source = None
     if path is not None:
@@ -554,18 +564,39 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
             raise at(source, "schema_version", f"expected {CONFIG_SCHEMA_VERSION}, got {version!r}")
     for text in overrides:
         keys, value = parse_override(text)
-        node = data
-        for i, k in enumerate(keys[:-1]):
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):          # the file has `pairs = 3` and --set pairs.x=...
-                raise at(source, ".".join(keys[:i + 1]), "must be a table (section)")
-        node[keys[-1]] = value
+        _put(data, keys, value, source)
+    for key, value in (settings or {}).items():
+        _put(data, _known_key(key), value, source)
     # Start from the default instance so section-specific defaults (micro.rate) survive a merge.
     defaults = dataclasses.asdict(Config())
     merged = _merge(defaults, data)
     _drop_none(merged)
     src = source if not overrides else (f"{source} + --set" if source else "--set")
     return _build(Config, merged, "", src)
+
+
+def with_settings(config: Config, settings: Mapping[str, Any]) -> Config:
+    """`config` with some keys set to typed values (dotted keys), checked as a whole like a file."""
+    data = dataclasses.asdict(config)
+    for key, value in settings.items():
+        _put(data, _known_key(key), value, None)
+    _drop_none(data)
+    return _build(Config, data, "", None)
+
+
+def _known_key(key: str) -> list[str]:
+    if key not in valid_keys():
+        raise CepkitError(f"{key}: unknown config key (valid: {', '.join(valid_keys())})")
+    return key.split(".")
+
+
+def _put(data: dict, keys: list[str], value: Any, source: str | None) -> None:
+    node = data
+    for i, k in enumerate(keys[:-1]):
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):          # the file has `pairs = 3` and --set pairs.x=...
+            raise at(source, ".".join(keys[:i + 1]), "must be a table (section)")
+    node[keys[-1]] = value
 
 
 def _drop_none(d: dict) -> None:

@@ -1,11 +1,8 @@
-"""Locations inside the cepkit source tree (the repo is installed in editable mode)."""
+"""Fresh output paths: every output lands in a new file or directory, never over an earlier one."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SPECS_DIR = REPO_ROOT / "specs"
 
 
 def fresh_path(parent: Path, name: str) -> Path:

@@ -202,6 +202,7 @@ class SuiteDef:
     build: Callable[[bool], list[Workload]]
 
 
+# In the order of kit.shipped.SUITE_NAMES, the one list of the standard suites (a test checks).
 SUITES: dict[str, SuiteDef] = {d.name: d for d in (
     SuiteDef("filtering", "Selection and projection (thesis 4.5.1, Q1)", filtering),
     SuiteDef("count-windows", "Aggregation over count-based windows (thesis 4.5.2, Q2)", count_windows),
@@ -214,16 +215,8 @@ SUITES: dict[str, SuiteDef] = {d.name: d for d in (
 )}
 
 
-def suite_names() -> tuple[str, ...]:
-    return tuple(SUITES)
-
-
 def build_suite(name: str, quick: bool = False) -> Suite:
     """The suite `name` (see `SUITES`), full or quick."""
     d = SUITES[name]
     return Suite(name=d.name, quick=quick, workloads=tuple(d.build(quick)),
                  description=d.description + (" - quick variant" if quick else ""))
-
-
-def suite_file_name(name: str, quick: bool) -> str:
-    return f"{name}{'-quick' if quick else ''}.xml"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-from kit.cli import main
+from cepkit_app.cli import main
 
 FUZZ_EXAMPLES = int(os.environ.get("CEPKIT_FUZZ_EXAMPLES", "40"))
 SLOW_EXAMPLES = int(os.environ.get("CEPKIT_FUZZ_SLOW_EXAMPLES", "600"))

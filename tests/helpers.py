@@ -10,6 +10,9 @@ import pyarrow.parquet as pq
 
 from kit.config import PairsConfig
 
+# The repository's root (tests read the written specs and the packages' sources there).
+REPO = Path(__file__).resolve().parent.parent
+
 
 def read_ticks(directory: Path) -> dict[str, np.ndarray]:
     """All ticks of a dataset in file order, as numpy columns (symbol as str)."""

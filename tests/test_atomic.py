@@ -237,7 +237,7 @@ def test_real_enospc_file_and_dir(tiny_fs):
 
 
 def test_cli_on_a_full_disk_is_one_line_and_leaves_nothing(tiny_fs, monkeypatch, capsys):
-    from kit.cli import main
+    from cepkit_app.cli import main
     import datagen.pairs
     # The free-space check refuses it up front ...
     assert main(["datagen", "pairs", "--set", "pairs.rate.duration_s=5", "--out", str(tiny_fs / "ds")]) == 2

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from kit.cli import main
+from cepkit_app.cli import main
 
 
 def test_help_needs_no_spark():
-    code = ("import sys; from kit.cli import build_parser; build_parser(); "
+    code = ("import sys; from cepkit_app.cli import build_parser; build_parser(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'numpy', 'pyarrow')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "--help"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "--help"], capture_output=True, text=True)
     assert res.returncode == 0 and "datagen" in res.stdout
 
 
@@ -41,12 +41,12 @@ def test_default_output_never_reuses_a_directory(tmp_path, monkeypatch, capsys):
 def test_errors_are_one_line_without_traceback(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[pairs]\nfile_count = 0\n")
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "datagen", "pairs", "-c", str(bad),
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "datagen", "pairs", "-c", str(bad),
                           "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr == f"cepkit: error: {bad}:pairs.file_count: must be > 0, got 0\n"
     assert not (tmp_path / "x").exists()
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "-v", "datagen", "pairs", "-c", str(bad)],
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "-v", "datagen", "pairs", "-c", str(bad)],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" in res.stderr      # -v shows the traceback, keeps the code
     assert res.stderr.strip().splitlines()[-1] == f"cepkit: error: {bad}:pairs.file_count: must be > 0, got 0"
@@ -64,7 +64,7 @@ def test_config_show_and_keys(capsys):
 
 def _cepkit(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     """`cepkit args` in a subprocess that cannot run away (killed at `timeout`, which fails the test)."""
-    proc = subprocess.Popen([sys.executable, "-m", "kit.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "cepkit_app.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -6,7 +6,7 @@ import pytest
 
 from kit.config import Config, load_config, valid_keys
 from kit.errors import CepkitError
-from kit.paths import SPECS_DIR
+from kit.shipped import specs_dir
 
 
 def test_defaults_and_overrides():
@@ -27,7 +27,7 @@ def test_file_roundtrip(tmp_path):
 
 
 def test_shipped_configs_parse():
-    files = sorted((SPECS_DIR / "configs").glob("*.toml"))
+    files = sorted((specs_dir() / "configs").glob("*.toml"))
     assert {f.stem for f in files} >= {"standard", "quick"}
     for f in files:
         assert isinstance(load_config(f), Config)

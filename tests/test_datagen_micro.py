@@ -16,7 +16,7 @@ from scipy import stats
 import datagen.micro as micro
 from datagen.micro import generate_micro
 from datagen.output import sha256_of
-from kit.cli import main
+from cepkit_app.cli import main
 from kit.config import DEFAULT_START_EPOCH_MS, MicroConfig, RateConfig
 from kit.errors import CepkitError
 from kit.profiles import build_profile
@@ -248,6 +248,6 @@ def test_cli_micro(tmp_path, capsys):
 
 def test_cli_micro_bad_config_one_line(tmp_path, capsys):
     assert main(["datagen", "micro", "--streams", "0", "--out", str(tmp_path / "x")]) == 2
-    assert capsys.readouterr().err == "cepkit: error: --set micro.streams: must be > 0, got 0\n"
+    assert capsys.readouterr().err == "cepkit: error: --streams (micro.streams): must be > 0, got 0\n"
     assert not (tmp_path / "x").exists()
 

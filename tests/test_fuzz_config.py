@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 from kit import tomlio
 from kit.config import Config, describe_keys, load_config, valid_keys
-from kit.paths import SPECS_DIR
+from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings
 
 BASES = {
-    "quick": (SPECS_DIR / "configs" / "quick.toml").read_text(),
-    "standard": (SPECS_DIR / "configs" / "standard.toml").read_text(),
+    "quick": (specs_dir() / "configs" / "quick.toml").read_text(),
+    "standard": (specs_dir() / "configs" / "standard.toml").read_text(),
     "resolved": Config().to_toml(),
     # A tiny dataset, so that accepted mutants are also generated.
     "tiny": load_config(None, ["pairs.rate.duration_s=0.5", "pairs.rate.basis_rate_eps=2000",

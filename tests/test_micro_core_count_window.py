@@ -1,4 +1,4 @@
-"""The count-window core (translators/templates/micro_cores/count_window.py) against the reference.
+"""The count-window core (spark_runtime/micro_cores/count_window.py) against the reference.
 
 Random streams go through the core in batches of various sizes, with the state JSON-round-tripped
 between calls as a generated program does; the rows must be exactly the reference's
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from kit.workload import Aggregate, CountWindowAggregation, output_schema
-from translators.micro_cores import CORE_IMPORTS, MARKER, core_path, core_source, load_core
+from spark_runtime.micro_cores import count_window as CORE
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order
@@ -22,7 +22,6 @@ from validator.micro_reference import expected_for_query
 
 FUNCS = ("SUM", "AVG", "MAX", "MIN", "STDEV", "MEDIAN", "COUNT")
 ALL_FUNCS = tuple(Aggregate(f, None if f == "COUNT" else "A1", f.lower()) for f in FUNCS)
-CORE = load_core("count_window")
 
 
 def _random_stream(seed=3, n=300, ids=5, span_ms=20_000):
@@ -124,15 +123,3 @@ def test_long_stream_without_drift(rows, slide, ids):
     df["A1"] += np.where((i >= 1000) & (i < 2000), 1e8, 0.0) - np.where(i >= 3000, 1e6, 0.0)
     df.loc[[1500, 2500, 3500], "A1"] = [1e12, -1e11, 1e10]             # spikes that come and go
     _check(CountWindowAggregation("q", "S1", rows, slide, ALL_FUNCS, ("ID",)), df, "random")
-
-
-def test_core_source_compiles_and_runs_with_program_imports():
-    src = core_source("count_window")
-    compile(src, "count_window", "exec")
-    assert "from __future__" not in src and "\nimport " not in "\n" + src
-    head = core_path("count_window").read_text().partition(MARKER)[0]
-    assert {ln for ln in head.splitlines() if ln.startswith(("import ", "from "))} <= set(CORE_IMPORTS)
-    namespace: dict = {}
-    exec("\n".join(CORE_IMPORTS) + "\n" + src, namespace)
-    _check(CountWindowAggregation("q", "S1", 10, 3, ALL_FUNCS, ("ID",)), _random_stream(), 7,
-           core_cls=namespace["CountWindowCore"])

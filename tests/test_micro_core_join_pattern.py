@@ -1,10 +1,9 @@
-"""The window-join and pattern cores (translators/templates/micro_cores/) give the reference
+"""The window-join and pattern cores (spark_runtime/micro_cores/) give the reference
 answers (validator/micro_joins.py, validator/micro_patterns.py) under every batching of the input,
 with their state JSON round-tripped between micro-batches."""
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 
@@ -13,15 +12,13 @@ import pandas as pd
 import pytest
 
 from kit.workload import Comparison, Pattern, PatternEvent, WindowJoin, output_schema
-from translators.micro_cores import CORE_IMPORTS, MARKER, core_path, core_source, load_core
+from spark_runtime.micro_cores import PatternCore as PAT
+from spark_runtime.micro_cores import WindowJoinCore as WJ
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order
 from validator.micro_reference import expected_for_query
 
-CORES = ("window_join", "pattern")
-WJ = load_core("window_join").WindowJoinCore
-PAT = load_core("pattern").PatternCore
 BATCHINGS = ("one", "seven", "random", "all")
 DTYPES = {"int": "int64", "long": "int64", "double": "float64"}
 
@@ -193,42 +190,3 @@ def _thesis_rows(core_cls, policy, how):
 def test_pattern_thesis_example_section_8(policy, expected, how):
     # A1 A2 B1 A3 B2 at TS 0..4; B1 (TS 2) and B2 (TS 4) trigger.
     assert _thesis_rows(PAT, policy, how) == [(a, b, 2 if b == "B1" else 4) for a, b in expected]
-
-
-# ---- the sources as generated programs include them ----
-
-def _top_level_names(src):
-    names = set()
-    for node in ast.parse(src).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {a.asname or a.name for a in node.names}
-    return names
-
-
-def test_core_sources_compile_and_do_not_clash():
-    sources = {name: core_source(name) for name in CORES}
-    for name, src in sources.items():
-        compile(src, name, "exec")
-        text = core_path(name).read_text()
-        assert "__future__" not in text
-        head = text.partition(MARKER)[0]
-        imports = [ln for ln in head.splitlines() if ln.startswith(("import ", "from "))]
-        assert imports and set(imports) <= set(CORE_IMPORTS), imports
-        assert not any(ln.startswith(("import ", "from ")) for ln in src.splitlines())
-    names = [_top_level_names(src) for src in sources.values()]
-    assert names[0] and names[1] and not names[0] & names[1], names[0] & names[1]
-
-
-def test_concatenated_sources_run_with_only_the_program_imports():
-    namespace = {}
-    exec(compile("\n".join(CORE_IMPORTS) + "\n" + "".join(core_source(n) for n in CORES), "program", "exec"),
-         namespace)
-    assert _thesis_rows(namespace["PatternCore"], "one-all", "one") == [("A1", "B1", 2), ("A2", "B1", 2),
-                                                                        ("A3", "B2", 4)]
-    q = WindowJoin("j", "S1", "S2", 6, "ID", "ID", ("S1.A1", "S2.A1"), (Comparison("S2.A1", "lt", 80),))
-    _check(q, _inputs(3, seed=5), namespace["WindowJoinCore"], "seven")

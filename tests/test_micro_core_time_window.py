@@ -1,4 +1,4 @@
-"""The time-window core (translators/templates/micro_cores/time_window.py) against the reference.
+"""The time-window core (spark_runtime/micro_cores/time_window.py) against the reference.
 
 Q3 (per-event plan) and Q4 (paned plan) must give the reference's rows (specs/SEMANTICS.md
 section 5) over any batching, with the state JSON round-tripped between micro-batches.
@@ -6,7 +6,6 @@ section 5) over any batching, with the state JSON round-tripped between micro-ba
 
 from __future__ import annotations
 
-import ast
 import json
 
 import numpy as np
@@ -14,13 +13,12 @@ import pandas as pd
 import pytest
 
 from kit.workload import Aggregate, TimeWindowAggregation, TwoLevelAggregation, output_schema
-from translators.micro_cores import CORE_IMPORTS, core_source, load_core
+from spark_runtime.micro_cores import time_window as CORE
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order
 from validator.micro_reference import expected_for_query
 
-CORE = load_core("time_window")
 FUNCS = ("SUM", "AVG", "MAX", "MIN", "STDEV", "MEDIAN", "COUNT")
 
 
@@ -133,12 +131,3 @@ def test_median_is_refused_by_the_paned_plan():
     q = query_literal(TimeWindowAggregation("q", "S1", 20, 10, (Aggregate("MEDIAN", "A1", "m"),)))
     with pytest.raises(ValueError, match="MEDIAN"):
         CORE.TimeWindowCore(q | {"paned": True})
-
-
-def test_core_source_runs_with_only_the_program_imports():
-    source = core_source("time_window")
-    tree = ast.parse(source)
-    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    namespace: dict = {}
-    exec(compile("\n".join(CORE_IMPORTS) + "\n" + source, "time_window_core", "exec"), namespace)
-    assert _hand_rows(namespace["TimeWindowCore"], "seven") == _hand_rows(CORE.TimeWindowCore, "all")

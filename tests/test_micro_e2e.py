@@ -13,7 +13,7 @@ import pytest
 from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
                           Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, write_spec)
 from kit.workload.suite import Dataset, Load, Param, Workload
-from translators.registry import ENGINES
+from kit.engines import ENGINES
 
 AGGS = ("SUM", "AVG", "MAX", "MIN", "STDEV", "MEDIAN", "COUNT")
 
@@ -53,7 +53,7 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     suite_file = write_spec(Suite("coverage", True, (workload,)), tmp_path / "suite.xml")
     run_dir = tmp_path / "run"
     sets = [arg for setting in (f"run.engine={engine!r}", *settings) for arg in ("--set", setting)]
-    proc = subprocess.run([sys.executable, "-m", "kit.cli", "micro", "--suite-file", str(suite_file), *sets,
+    proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "micro", "--suite-file", str(suite_file), *sets,
                            "--out", str(run_dir)], capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     validation = json.loads((run_dir / workload.name / "validation.json").read_text())

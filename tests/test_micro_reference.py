@@ -16,7 +16,7 @@ import pytest
 from datagen.micro import generate_micro
 from kit.config import load_config
 from kit.errors import CepkitError
-from kit.paths import SPECS_DIR
+from kit.shipped import specs_dir
 from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent,
                           TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, output_schema,
                           read_suite)
@@ -143,15 +143,15 @@ def test_table_join_and_filter_by_hand():
         expected_for_query(q, streams, None)
 
 
-SUITES = sorted(p.stem for p in (SPECS_DIR / "suites").glob("*-quick.xml"))
+SUITES = sorted(p.stem for p in (specs_dir() / "suites").glob("*-quick.xml"))
 
 
 @pytest.mark.parametrize("suite", SUITES)
 def test_every_quick_suite_query_has_a_reference(suite, tmp_path):
-    spec = read_suite(SPECS_DIR / "suites" / f"{suite}.xml")
+    spec = read_suite(specs_dir() / "suites" / f"{suite}.xml")
     checked = produced = 0
     for i, w in enumerate(spec.workloads[:3]):
-        cfg = load_config(None, list(w.config_overrides())).micro
+        cfg = load_config(settings=w.micro_settings()).micro
         data = tmp_path / f"w{i}"
         generate_micro(cfg, data)
         answers = expected_for_dataset(w.query_set, data)

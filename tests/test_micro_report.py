@@ -282,7 +282,7 @@ def test_micro_summary_rows_give_the_count_and_p99_interval():
     with its 95 % interval, in the words of validator.order_stats."""
     from types import SimpleNamespace
 
-    from kit.cli.micro_pipeline import WorkloadResult, search_table, summary_table
+    from cepkit_app.pipelines.micro_summary import WorkloadResult, search_table, summary_table
     from validator.latency import latency_stats
 
     def result(name, latencies) -> WorkloadResult:

@@ -14,10 +14,9 @@ import sys
 
 import pytest
 
-from kit.cli.micro_cmd import SUITE_NAMES
-from kit.paths import SPECS_DIR
+from kit.shipped import SUITE_NAMES, suite_path
 from kit.workload import read_suite
-from translators.registry import ENGINES
+from kit.engines import ENGINES
 
 KIND_SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns")
 
@@ -26,7 +25,7 @@ def representatives() -> list[tuple[str, str, str]]:
     """(kind, suite, workload): the first quick workload of the kind suites that uses each kind."""
     seen: dict[str, tuple[str, str, str]] = {}
     for suite_name in KIND_SUITES:
-        for w in read_suite(SPECS_DIR / "suites" / f"{suite_name}-quick.xml").workloads:
+        for w in read_suite(suite_path(suite_name, quick=True)).workloads:
             for q in w.queries:
                 seen.setdefault(q.thesis_name, (q.thesis_name, suite_name, w.name))
     return sorted(seen.values())
@@ -35,7 +34,7 @@ def representatives() -> list[tuple[str, str, str]]:
 def run_quick(engine: str, suite: str, workloads: tuple[str, ...], tmp_path) -> dict:
     run_dir = tmp_path / "run"
     picks = [arg for w in workloads for arg in ("--workload", w)]
-    proc = subprocess.run([sys.executable, "-m", "kit.cli", "micro", "--suite", suite, "--quick", *picks,
+    proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "micro", "--suite", suite, "--quick", *picks,
                            "--set", f"run.engine={engine!r}", "--out", str(run_dir)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -15,12 +15,13 @@ from harness.sink import SinkServer
 from kit.wire.sink_client import SinkClient
 from kit.config import load_config
 from kit.errors import CepkitError
-from kit.paths import SPECS_DIR
+from kit.shipped import specs_dir
 from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, TableJoin, output_schema,
                           read_suite)
 from kit.workload.suite import Dataset, Load, Workload
 from translators.output import write_program
-from translators.registry import ENGINES, engine_module
+from kit.engines import ENGINES
+from translators.registry import engine_module
 from translators.spark_micro import MicroTranslation, output_fields
 from translators.micro_literal import query_literal
 from validator.micro_reference import expected_for_dataset
@@ -44,27 +45,27 @@ def _table_needed(w: Workload) -> bool:
 @pytest.mark.parametrize("suite", QUICK_SUITES)
 def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_path):
     translated = 0
-    for w in read_suite(SPECS_DIR / "suites" / f"{suite}-quick.xml").workloads:
+    for w in read_suite(specs_dir() / "suites" / f"{suite}-quick.xml").workloads:
         table = tmp_path / "T.parquet" if _table_needed(w) else None
         req = MicroTranslation(w, table, f"{w.name}.xml", "cd" * 32)
         text = engine_module(engine).translate_micro(req)
         if any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries):
-            assert "CEPKIT_PG_DSN" in text and "mapInPandas" in text and "spark.read.parquet" not in text
+            assert "Per-batch key lookups in PostgreSQL (J3)" in text and "Stream-static joins" not in text
         assert all(len(line) <= 120 and line == line.rstrip() for line in text.splitlines())
         path = write_program(text, tmp_path / w.name / "program.py")
         module = _import(path)
         assert [q["id"] for q in module.QUERIES] == [q.id for q in w.queries]
-        assert module.QUERIES == [query_literal(q) for q in w.queries]
+        assert list(module.QUERIES) == [query_literal(q) for q in w.queries]
         for q in w.queries:
-            assert module.OUTPUT_STREAMS[q.id] == [*output_schema(q).names, "ingestTS"]
-        assert set(module._OUT_COLUMNS) >= {"stream", "ingestTS"}
+            assert module.PLAN.output_streams[q.id] == [*output_schema(q).names, "ingestTS"]
+        assert set(module.PLAN.out_columns) >= {"stream", "ingestTS"}
         translated += 1
     assert translated > 0
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_a_table_path_of_any_length_stays_a_tidy_program(engine, tmp_path):
-    w = next(w for w in read_suite(SPECS_DIR / "suites" / "joins-quick.xml").workloads
+    w = next(w for w in read_suite(specs_dir() / "suites" / "joins-quick.xml").workloads
              if any(isinstance(q, TableJoin) and q.storage == "memory" for q in w.queries))
     table = tmp_path.joinpath(*["a-rather-long-directory-name-" + "x" * 20] * 6, "it's T.parquet")
     text = engine_module(engine).translate_micro(MicroTranslation(w, table, "w.xml", "cd" * 32))
@@ -87,7 +88,7 @@ def filter_run(tmp_path):
                  QuerySet("independent", (Filter("f", "S1", ("ID", "A1"), ()),
                                           CountWindowAggregation("c", "S1", 20, 20, (Aggregate("MAX", "A2", "mx"),),
                                                                  ("ID",)))))
-    cfg = load_config(None, w.config_overrides())
+    cfg = load_config(settings=w.micro_settings())
     data = generate_micro(cfg.micro, tmp_path / "data").directory
     return w, data, tmp_path / "outputs"
 
@@ -147,32 +148,32 @@ def test_time_fields_are_shifted_back(filter_run, tmp_path):
 
 
 def test_native_time_window_plan_uses_spark_window_for_q3_only():
-    w = read_suite(SPECS_DIR / "suites" / "time-windows-quick.xml")
+    w = read_suite(specs_dir() / "suites" / "time-windows-quick.xml")
     q3 = next(x for x in w.workloads if "q3" in x.name)
     q4 = next(x for x in w.workloads if "q4" in x.name)
     native = engine_module("pyspark").translate_micro(MicroTranslation(q3, None, time_windows="native"))
-    assert "F.window(" in native and "withWatermark" in native and "TimeWindowCore" not in native
-    assert "'kind': 'native_time_window'" in native
+    assert "'kind': 'native_time_window'" in native and "Plain DataFrame operators" in native
+    assert "A core in the stateful operator" not in native
     paned = engine_module("pyspark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
-    assert "TimeWindowCore" in paned and "F.window(" not in paned        # Q4 keeps its paned plan
+    assert "'kind': 'time_window'" in paned and "native" not in paned        # Q4 keeps its paned plan
     core = engine_module("pyspark").translate_micro(MicroTranslation(q3, None))
-    assert "TimeWindowCore" in core and "F.window(" not in core
+    assert "'kind': 'time_window'" in core and "A core in the stateful operator" in core
     with pytest.raises(CepkitError, match="time_windows"):
         MicroTranslation(q3, None, time_windows="fast")
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
-    joins = read_suite(SPECS_DIR / "suites" / "joins-quick.xml").workloads
+    joins = read_suite(specs_dir() / "suites" / "joins-quick.xml").workloads
     j2 = next(w for w in joins if "j2" in w.name)
     j3 = next(w for w in joins if "j3" in w.name)
     spark = engine_module("pyspark")
     jdbc = spark.translate_micro(MicroTranslation(j3, None, database_join="jdbc"))
-    assert 'format("jdbc")' in jdbc and "CEPKIT_PG_JDBC_URL" in jdbc and "'kind': 'jdbc_table_join'" in jdbc
-    assert "psycopg" not in jdbc and "mapInPandas" not in jdbc
+    assert "'kind': 'jdbc_table_join'" in jdbc and "Stream-static joins with the table" in jdbc
+    assert "Per-batch key lookups" not in jdbc
     module = _import(write_program(jdbc, tmp_path / "j3" / "program.py"))
     assert [q["kind"] for q in module.QUERIES] == ["jdbc_table_join"]
     lookup = spark.translate_micro(MicroTranslation(j3, None))
-    assert "psycopg" in lookup and 'format("jdbc")' not in lookup
+    assert "Per-batch key lookups in PostgreSQL (J3)" in lookup and "jdbc_table_join" not in lookup
     table = tmp_path / "T.parquet"
     assert spark.translate_micro(MicroTranslation(j2, table, database_join="jdbc")) == \
         spark.translate_micro(MicroTranslation(j2, table))       # an in-memory table is not affected
@@ -183,10 +184,10 @@ def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
 def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
     """Q7 push-down (thesis 4.5.4): an event that satisfies neither element's Where is not routed
     to the pattern's group, so it never crosses the shuffle; other queries still get every event."""
-    w = read_suite(SPECS_DIR / "suites" / "patterns-quick.xml").workloads[0]
-    module = _import(write_program(engine_module("pyspark").translate_micro(MicroTranslation(w, None)),
-                                   tmp_path / "p" / "program.py"))
     from pyspark.sql import SparkSession, functions as F
+
+    from spark_runtime.micro_plan import _routed_to
+
     spark = (SparkSession.builder.master("local[1]").appName("cepkit-test-pushdown")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
     try:
@@ -199,7 +200,7 @@ def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
         window = {"kind": "count_window", "inputs": ["S1"]}
 
         def routed(q):
-            return sorted(tuple(r) for r in events.where(module._routed_to(q, F.col("stream"))).collect())
+            return sorted(tuple(r) for r in events.where(_routed_to(q, F.col("stream"))).collect())
 
         assert routed(both) == [("S1", 5.0), ("S1", 95.0)]
         assert routed(second_only) == [("S1", 95.0), ("S2", 5.0), ("S2", 50.0)]

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.cli import main
-from kit.paths import SPECS_DIR
+from cepkit_app.cli import main
+from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, run_cli
 
-SUITE = SPECS_DIR / "suites" / "filtering-quick.xml"
+SUITE = specs_dir() / "suites" / "filtering-quick.xml"
 WORKLOAD = "filtering-selectivity-5pct"
 
 
@@ -129,7 +129,7 @@ def test_verbose_keeps_exit_code_2_and_shows_the_traceback():
     assert code == 2
     assert "Traceback" in err
     assert err.strip().splitlines()[-1] == "cepkit: error: --set pairs.scale_factor: must be > 0, got 0"
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "-v", "config", "show", "--set", "pairs.seed=-1"],
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "-v", "config", "show", "--set", "pairs.seed=-1"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" in res.stderr
 
@@ -161,7 +161,7 @@ def test_main_restores_the_sigterm_handler():
 
 def _start_long_generation(out: Path) -> subprocess.Popen:
     # SF 11 (10,000 ticks/s) for 10 simulated hours: minutes of work, so the signal lands mid-way.
-    return subprocess.Popen([sys.executable, "-m", "kit.cli", "datagen", "pairs", "--sf", "11",
+    return subprocess.Popen([sys.executable, "-m", "cepkit_app.cli", "datagen", "pairs", "--sf", "11",
                              "--set", "pairs.rate.duration_s=36000", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -10,18 +10,17 @@ import sys
 
 import pytest
 
-from kit.config import load_config
-from kit.paths import REPO_ROOT
+from kit.shipped import config_path
 from kit.workload import StrategySet, read_strategies, write_spec
 from querygen.output import write_strategies
 from kit.workload import load_aux
-from translators.registry import ENGINES
+from kit.engines import ENGINES
 
-QUICK = REPO_ROOT / "specs" / "configs" / "quick.toml"
+QUICK = config_path("quick")
 
 
 def _cepkit(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kit.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "cepkit_app.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=900)
 
 

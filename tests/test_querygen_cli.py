@@ -7,9 +7,9 @@ import json
 import pytest
 
 from datagen.pairs import aux_document, make_plan
-from kit.cli import main
+from cepkit_app.cli import main
 from kit.config import PairsConfig
-from kit.paths import SPECS_DIR
+from kit.shipped import specs_dir
 from kit.workload import load_aux, read_strategies, read_suite
 
 
@@ -62,7 +62,7 @@ def test_an_explicit_output_is_never_overwritten(dataset, tmp_path, capsys):
 def test_micro_writes_a_suite_equal_to_the_committed_one(tmp_path, capsys):
     out = tmp_path / "f.xml"
     assert main(["querygen", "micro", "--suite", "filtering", "--quick", "--out", str(out)]) == 0
-    assert out.read_bytes() == (SPECS_DIR / "suites" / "filtering-quick.xml").read_bytes()
+    assert out.read_bytes() == (specs_dir() / "suites" / "filtering-quick.xml").read_bytes()
     err = capsys.readouterr().err
     assert "suite filtering (quick)" in err and "4 workloads, 4 queries" in err
 
@@ -79,7 +79,7 @@ def test_micro_all_quick_under_the_querygen_dir(tmp_path, monkeypatch, capsys):
 
 
 def test_check_summarises_valid_files(capsys):
-    files = [str(SPECS_DIR / "suites" / "patterns.xml"), str(SPECS_DIR / "suites" / "scalability-quick.xml")]
+    files = [str(specs_dir() / "suites" / "patterns.xml"), str(specs_dir() / "suites" / "scalability-quick.xml")]
     assert main(["querygen", "check", *files]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == files

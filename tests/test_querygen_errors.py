@@ -149,7 +149,7 @@ def test_missing_spec_file(tmp_path):
      f"{DATA / 'aux-bad-json.json'}:3: invalid JSON: Expecting property name enclosed in double quotes"),
 ])
 def test_cli_exits_2_with_one_line_and_no_traceback(args, message):
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "querygen", *args], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "querygen", *args], capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr == f"cepkit: error: {message}\n"
     assert res.stdout == ""

@@ -57,7 +57,7 @@ def test_real_closes_through_cepkit_pairs_pass(tmp_path):
     about 10 s): every Indicator and MarketOrder right, the whole run measured, a pscore."""
     data = _convert(tmp_path)
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "kit.cli", "pairs", "--data", str(data), "--speed", "6e6",
+    proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "pairs", "--data", str(data), "--speed", "6e6",
                            "--master", "local[2]", "--out", str(run)],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

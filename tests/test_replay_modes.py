@@ -8,7 +8,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from kit.cli.pairs_pipeline import backlog_limit_events, driver_config, mean_release_eps, measure_ms
+from cepkit_app.pipelines.pairs import driver_config, mean_release_eps, measure_ms
 from kit.config import Config, RunConfig, load_config
 from kit.errors import CepkitError
 from validator.outputlog import Clocks
@@ -30,7 +30,7 @@ def test_recorded_replay_of_a_converted_dataset_runs_at_its_span_over_speed(tmp_
     c = cfg(speed=3e6)                      # 36 months in about 31 s
     span_s = (CONVERTED["last_epoch_ms"] - CONVERTED["start_epoch_ms"] + 1) / 1000
     assert mean_release_eps(c, CONVERTED) == pytest.approx(180 / span_s * 3e6)      # ~5.9 ev/s
-    assert backlog_limit_events(c, CONVERTED) == 1000           # the floor: 30 s of ~6 ev/s is less
+    assert c.run.backlog_limit_events(mean_release_eps(c, CONVERTED)) == 1000           # the floor: 30 s of ~6 ev/s is less
     d = driver_config(c, tmp_path)
     assert (d.pacing, d.speed, d.stamp) == ("tickts", 3e6, "scheduled")
 
@@ -38,10 +38,10 @@ def test_recorded_replay_of_a_converted_dataset_runs_at_its_span_over_speed(tmp_
 def test_constant_and_pulled_replays(tmp_path):
     c = cfg(replay="constant", replay_rate_eps=2000.0, max_backlog_s=10.0)
     assert mean_release_eps(c, GENERATED) == 2000.0
-    assert backlog_limit_events(c, GENERATED) == 20_000
+    assert c.run.backlog_limit_events(mean_release_eps(c, GENERATED)) == 20_000
     assert (driver_config(c, tmp_path).pacing, driver_config(c, tmp_path).rate_eps) == ("rate", 2000.0)
     p = cfg(replay="pull")
-    assert mean_release_eps(p, GENERATED) is None and backlog_limit_events(p, GENERATED) is None
+    assert mean_release_eps(p, GENERATED) is None and p.run.backlog_limit_events(mean_release_eps(p, GENERATED)) is None
     assert (driver_config(p, tmp_path).pacing, driver_config(p, tmp_path).stamp) == ("pull", "send")
     # The generated dataset's own profile, at speed 2: twice its mean rate.
     assert mean_release_eps(cfg(speed=2.0), GENERATED) == pytest.approx(10_000.0)

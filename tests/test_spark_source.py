@@ -19,7 +19,7 @@ from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from harness.driver import Driver
 from kit.wire.protocol import OffsetEvictedError
-from harness.spark_source import (DriverSource, DriverStreamReader, OffsetRange, SourceOptions, spark_ddl,
+from spark_runtime.source import (DriverSource, DriverStreamReader, OffsetRange, SourceOptions, spark_ddl,
                                   split_range)
 from kit.errors import CepkitError
 from tests.helpers import pairs_config
@@ -122,7 +122,7 @@ def test_bad_options_are_one_line_errors():
 
 
 def test_a_query_is_stalled_only_with_unread_events_no_batch_and_no_job():
-    from harness.spark_app import STALL_S, is_stalled
+    from spark_runtime.watch import STALL_S, is_stalled
     asked: list = []
 
     def idle():

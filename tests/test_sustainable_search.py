@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit.cli.sustainable import (SearchConfig, SearchResult, Step, calibrated, choose_lambda,
+from cepkit_app.pipelines.sustainable import (SearchConfig, SearchResult, Step, calibrated, choose_lambda,
                                  find_sustainable_rate, tail_backlog)
 from kit.errors import CepkitError
 from kit.workload import Filter, QuerySet
@@ -24,9 +24,9 @@ WORKLOAD = Workload("w", "x", ("throughput",), Dataset(streams=1, attributes=1, 
 def capacity_model(capacity_eps: float, calls: list):
     """A step of `duration` seconds at `rate`: the backlog grows by (rate - capacity) per second."""
 
-    def run_step(workload, step_dir: Path, overrides, validate):
+    def run_step(workload, step_dir: Path, run_changes, validate):
         rate, seconds = workload.load.rate_eps, workload.load.duration_ms // 1000
-        calls.append((rate, validate, overrides))
+        calls.append((rate, validate, run_changes))
         engine = step_dir / "engine"
         (engine / "metrics").mkdir(parents=True)
         start = 1_800_000_000_000
@@ -57,7 +57,7 @@ def test_search_brackets_the_capacity_and_confirms_below_it(tmp_path):
     assert rates[:5] == [1000, 2000, 4000, 8000, 16000]          # doubling from the nominal rate
     assert rates[-1] == pytest.approx(0.9 * result.sustainable_eps)  # the confirmation
     assert [c[1] for c in calls] == [False] * (len(calls) - 1) + [True]   # only the confirmation validates
-    assert all("run.max_backlog_s=10.0" in c[2] for c in calls)
+    assert all(c[2]["max_backlog_s"] == 10.0 for c in calls)
     ups = [s for s in result.steps if s.purpose == "bisect"]
     assert ups and all(16_000 < s.rate_eps < 32_000 for s in ups)
     logged = [json.loads(line) for line in (tmp_path / "s" / "search.jsonl").read_text().splitlines()]
@@ -84,8 +84,8 @@ def test_a_failed_confirmation_is_reported_not_hidden(tmp_path):
     calls: list = []
     model = capacity_model(5000, calls)
 
-    def flaky(workload, step_dir, overrides, validate):
-        res = model(workload, step_dir, overrides, validate)
+    def flaky(workload, step_dir, run_changes, validate):
+        res = model(workload, step_dir, run_changes, validate)
         return SimpleNamespace(**{**vars(res), "status": "unsustainable", "message": "q^b"}) if validate else res
 
     cfg = SearchConfig(duration_s=5, max_steps=12, validate_steps=False)
@@ -105,8 +105,8 @@ def test_after_a_failed_confirmation_the_search_settles_below_it(tmp_path):
     calls: list = []
     fast, slow = capacity_model(23_000, calls), capacity_model(0.8 * 23_000, calls)
 
-    def thin(workload, step_dir, overrides, validate):
-        return (slow if validate else fast)(workload, step_dir, overrides, validate)
+    def thin(workload, step_dir, run_changes, validate):
+        return (slow if validate else fast)(workload, step_dir, run_changes, validate)
 
     cfg = SearchConfig(duration_s=10, precision=1.15, max_steps=14, validate_steps=False)
     result = find_sustainable_rate(thin, WORKLOAD, tmp_path / "s", cfg)

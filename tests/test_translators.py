@@ -17,8 +17,11 @@ import pytest
 from kit.errors import CepkitError
 from kit.workload import PairsStrategy, StrategySet, load_aux
 from querygen.strategies import strategies_for
+from spark_runtime.pairs_core import PairsCore
 from translators.output import write_program
-from translators.registry import ENGINES, PLANS, engine_module
+from kit.config import PLANS
+from kit.engines import ENGINES
+from translators.registry import engine_module
 from translators.request import PairsTranslation
 from validator.pairs_reference import StrategyParams, compute_reference
 
@@ -81,7 +84,7 @@ def test_pyspark_pairs_logic_matches_the_reference_over_any_batching(plan, spec,
     ticks = _ticks(quick_pairs)
     rng = np.random.default_rng(3)
     groups = [program.STRATEGIES] if plan == "shared" else [(s,) for s in program.STRATEGIES]
-    cores = [program.PairsCore(g) for g in groups]
+    cores = [PairsCore(g) for g in groups]
     states = [c.initial_state() for c in cores]
     outs, start = [], 0
     while start < len(ticks):
@@ -113,7 +116,7 @@ def test_cli_translate_writes_a_program_and_never_overwrites(spec, tmp_path):
     xml = tmp_path / "st.xml"
     write_spec(spec, xml)
     out = tmp_path / "impl" / "p.py"
-    cmd = [sys.executable, "-m", "kit.cli", "translate", "pairs", "--strategies", str(xml), "--plan",
+    cmd = [sys.executable, "-m", "cepkit_app.cli", "translate", "pairs", "--strategies", str(xml), "--plan",
            "per-strategy", "--out", str(out)]
     first = subprocess.run(cmd, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr

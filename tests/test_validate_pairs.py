@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from datagen.pairs import generate_pairs
-from kit.cli import main
+from cepkit_app.cli import main
 from querygen.output import write_strategies
 from kit.workload import load_aux
 from tests.helpers import pairs_config
@@ -101,7 +101,7 @@ def test_malformed_log_is_one_line(run, tmp_path):
     log = tmp_path / "outputs"
     log.mkdir()
     (log / "output-log.json").write_text('{"kind": "cepkit.output-log", "schema_version": 1')
-    res = subprocess.run([sys.executable, "-m", "kit.cli", "validate", "pairs", "--data", str(data),
+    res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "validate", "pairs", "--data", str(data),
                           "--strategies", str(strategies), "--log", str(log), "--out", str(tmp_path / "r")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "output-log.json" in res.stderr

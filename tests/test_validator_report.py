@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import binom
 
 from datagen.pairs import generate_pairs
-from kit.cli import main
+from cepkit_app.cli import main
 from kit.errors import CepkitError
 from kit.profiles import build_profile, profile_from_dict
 from kit.records import INDICATOR, MARKET_ORDER

@@ -1,6 +1,6 @@
-"""The engines cepkit can translate workloads for: one line each, one module each.
+"""The translator of each engine of kit.engines.ENGINES, imported on demand.
 
-Tests and commands iterate over ENGINES, so adding an engine is a module plus a line here.
+Tests and commands iterate over ENGINES, so adding an engine is a module plus a line there.
 """
 
 from __future__ import annotations
@@ -8,17 +8,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from kit.engines import ENGINES
 from kit.errors import CepkitError
-
-# engine name -> module implementing translate_pairs(TranslationRequest) -> str
-ENGINES: dict[str, str] = {
-    "pyspark": "translators.spark",
-}
-
-PLANS = ("shared", "per-strategy")
 
 
 def engine_module(name: str) -> ModuleType:
+    """The translator module of engine `name` (translate_pairs, translate_micro)."""
     if name not in ENGINES:
         raise CepkitError(f"engine {name!r} is not known; known engines: {', '.join(sorted(ENGINES))}")
-    return importlib.import_module(ENGINES[name])
+    return importlib.import_module(ENGINES[name].translator)

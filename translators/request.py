@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.config import PLANS
 from kit.errors import CepkitError
 from kit.workload import StrategySet, read_strategies
 
@@ -24,8 +25,6 @@ class PairsTranslation:
     source_sha256: str = ""
 
     def __post_init__(self) -> None:
-        from translators.registry import PLANS
-
         if self.plan not in PLANS:
             raise CepkitError(f"plan: must be one of {', '.join(PLANS)}, got {self.plan!r}")
         if not isinstance(self.strategies, StrategySet):

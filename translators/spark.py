@@ -1,9 +1,9 @@
 """The PySpark (Structured Streaming) translator.
 
-`translate_pairs` writes a standalone program (templates/pyspark_pairs.py.j2) holding the
-strategies as a literal table, the Pairs logic as a pandas stateful processor and the streaming
-plan for the chosen plan mode. The program's `build(spark, events)` is what the harness's Spark
-runtime (harness/spark_app.py) calls; see specs/ENGINE_RUN.md for that contract.
+`translate_pairs` writes a program (templates/pyspark_pairs.py.j2) holding the strategies as a
+literal table and the plan mode, wired to the Spark runtime: the Pairs logic
+(spark_runtime/pairs_core.py) in a stateful operator (spark_runtime/pairs_plan.py), run against
+the harness by spark_runtime/app.py. specs/ENGINE_RUN.md is the program's contract.
 """
 
 from __future__ import annotations

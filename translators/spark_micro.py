@@ -1,33 +1,29 @@
 """The PySpark translation of microbenchmark workloads (thesis chapter 4, Q1-Q7).
 
-`translate_micro(MicroTranslation)` writes one standalone program per workload
-(templates/pyspark_micro.py.j2): filters and in-memory table joins as DataFrame operators, every
-other kind as a core (templates/micro_cores/) inside one `transformWithStateInPandas` operator
-with a group per query. specs/TRANSLATION.md says why each kind is planned the way it is.
+`translate_micro(MicroTranslation)` writes one program per workload (templates/pyspark_micro.py.j2):
+the workload's query literals (translators/micro_literal.py) as data, and the wiring to the Spark
+runtime's plan (spark_runtime/micro_plan.py): filters and table joins as DataFrame operators, every
+other kind as a core (spark_runtime/micro_cores/) inside one `transformWithStateInPandas` operator
+with a group per query. The translator decides each query's plan (`kind`: Q3 on Spark's window(),
+J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it is.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
 from kit.config import DATABASE_JOIN_PLANS, TIME_WINDOW_PLANS
 from kit.errors import CepkitError
+from kit.manifest import load_manifest
 from kit.workload import Suite, Workload, read_spec
-from translators.micro_cores import core_source
 from translators.micro_literal import query_literal
 from translators.render import render
 
-# query kind -> (core file, class), for the kinds that need a stateful operator
-STATEFUL_CORES = {
-    "count_window": ("count_window", "CountWindowCore"),
-    "time_window": ("time_window", "TimeWindowCore"),
-    "window_join": ("window_join", "WindowJoinCore"),
-    "pattern": ("pattern", "PatternCore"),
-}
+# The query kinds that run as a core of spark_runtime/micro_cores/ in the stateful operator.
+STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
 
 
@@ -77,12 +73,8 @@ class MicroTranslation:
 
 def table_of(dataset_dir: Path) -> Path | None:
     """The join table of a micro dataset (datagen-micro.md), or None."""
-    manifest_path = Path(dataset_dir) / "manifest.json"
-    try:
-        table = json.loads(manifest_path.read_text()).get("table")
-    except (OSError, ValueError) as e:
-        raise CepkitError(f"{manifest_path}: cannot read: {e}") from None
-    return (Path(dataset_dir) / table["path"]).resolve() if table else None
+    table = load_manifest(dataset_dir).table
+    return table.path.resolve() if table is not None else None
 
 
 def output_fields(literals: list[dict]) -> list[str]:
@@ -97,31 +89,6 @@ def output_fields(literals: list[dict]) -> list[str]:
     return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
 
 
-def _imports(stateful: bool, database: bool, jdbc: bool) -> str:
-    """The program's import block: standard library, then third party, each sorted."""
-    std, third = set(), {"from pyspark.sql import functions as F"}
-    if stateful:
-        # The cores may use any of the CORE_IMPORTS (translators/micro_cores.py).
-        std |= {"import bisect", "import collections", "import heapq", "import json", "import math",
-                "from typing import Iterator"}
-        third |= {"import numpy as np", "import pandas as pd",
-                  "from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle",
-                  "from pyspark.sql.types import StringType, StructField, StructType"}
-    if database:
-        std |= {"import functools", "import os"}
-    if jdbc:
-        std |= {"import os"}
-
-    def order(lines):
-        return sorted(lines, key=lambda ln: (ln.startswith("from "), ln))
-
-    noqa = "  # noqa: F401 - for the cores"
-    std_lines = [ln + noqa if ln in ("import bisect", "import collections", "import heapq", "import math") else ln
-                 for ln in order(std)]
-    third_lines = [ln + noqa if ln == "import numpy as np" else ln for ln in order(third)]
-    return "\n".join(std_lines + ([""] if std_lines else []) + third_lines)
-
-
 def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
     literals = [query_literal(q) for q in w.queries]
@@ -134,22 +101,24 @@ def translate_micro(req: MicroTranslation) -> str:
     for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
-    kinds = sorted({q["kind"] for q in literals if q["kind"] in STATEFUL_CORES})
-    db_tables = [q for q in literals if q["kind"] == "table_join" and q["storage"] == "database"]
-    tables = [q for q in literals if q["kind"] == "jdbc_table_join"
-              or (q["kind"] == "table_join" and q["storage"] == "memory")]
-    jdbc = any(q["kind"] == "jdbc_table_join" for q in tables)
-    cores = [(STATEFUL_CORES[k][0], core_source(STATEFUL_CORES[k][0])) for k in kinds]
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
-                  source_sha256=req.source_sha256 or "-" * 16, queries=literals,
-                  filters=[q for q in literals if q["kind"] in ("filter", "native_time_window")],
-                  tables=tables, memory_tables=any(q["storage"] == "memory" for q in tables),
-                  jdbc_tables=jdbc, db_tables=db_tables,
-                  natives=[q for q in literals if q["kind"] == "native_time_window"],
-                  imports=_imports(bool(kinds), bool(db_tables), jdbc),
-                  stateful=[q for q in literals if q["kind"] in STATEFUL_CORES],
+                  source_sha256=req.source_sha256 or "-" * 16, queries=literals, plan_lines=plan_lines(literals),
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,
-                  output_fields=output_fields(literals), cores=cores,
-                  core_classes=[(k, STATEFUL_CORES[k][1]) for k in kinds],
-                  listing=lambda qs: ", ".join(f"{q['id']} ({q['kind']})" for q in qs))
+                  output_fields=tuple(output_fields(literals)))
+
+
+def plan_lines(literals: list[dict]) -> list[str]:
+    """How each query is planned, for the program's docstring (spark_runtime/micro_plan.py)."""
+    groups = (("Plain DataFrame operators", ("filter", "native_time_window")),
+              ("Stream-static joins with the table", ("jdbc_table_join", "memory_table_join")),
+              ("Per-batch key lookups in PostgreSQL (J3)", ("table_join",)),
+              ("A core in the stateful operator", tuple(STATEFUL_KINDS)))
+    kinds = [("memory_table_join" if q["kind"] == "table_join" and q["storage"] == "memory" else q["kind"])
+             for q in literals]
+    out = []
+    for title, group in groups:
+        ids = [f"{q['id']} ({q['kind']})" for q, k in zip(literals, kinds) if k in group]
+        if ids:
+            out.append(f"{title}: {', '.join(ids)}.")
+    return out

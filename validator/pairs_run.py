@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
-from kit.manifest import read_manifest
+from kit.manifest import Manifest, read_manifest
 from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import read_strategies
@@ -42,6 +42,8 @@ class PairsValidation:
     # Verify the dataset's files against its manifest (sha256, CSV row counts); False (--no-verify)
     # still checks presence, paths, sizes and Parquet row counts (kit.manifest).
     verify: bool = True
+    # The dataset's manifest, when the caller has read (and verified) it already: not read again.
+    manifest: Manifest | None = None
 
     def __post_init__(self) -> None:
         if not Path(self.data_dir).is_dir():
@@ -105,7 +107,7 @@ def run_profile(manifest: dict, clocks: Clocks | None, outputs, measure_ms=(None
 def validate_pairs(v: PairsValidation) -> PairsOutcome:
     spec = read_strategies(v.strategies_file)
     params = [StrategyParams.of(s) for s in spec.strategies]
-    dataset = read_manifest(Path(v.data_dir), verify=v.verify)
+    dataset = v.manifest or read_manifest(Path(v.data_dir), verify=v.verify)
     dataset.rate_profile()        # a malformed profile is one line naming the manifest
     manifest = dict(dataset.doc)
     ref = compute_reference(dataset, params, count_from_ms=dataset.start_epoch_ms,

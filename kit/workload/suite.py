@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from kit.config import MAX_DURATION_S, MAX_RATE_EPS
 from kit.profiles import PROFILE_NAMES
-from kit.workload.common import (as_tuple, format_number, identifier, integer, need, number, one_of,
-                                 slug)
+from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug
 from kit.workload.queries import TABLE_NAME, QuerySet, check_queries
 
 # Table 4.2's metrics column.
@@ -130,16 +129,16 @@ class Workload:
                 return p.value
         raise KeyError(name)
 
-    def config_overrides(self) -> list[str]:
-        """`--set` overrides that make datagen produce this workload's input (`cepkit datagen micro`)."""
+    def micro_settings(self) -> dict:
+        """The config keys (typed, by dotted key) that make datagen produce this workload's input
+        (`kit.config.load_config(settings=...)`, `with_settings`)."""
         d, ld = self.dataset, self.load
-        out = [f"micro.seed={d.seed}", f"micro.streams={d.streams}", f"micro.attributes={d.attributes}",
-               f"micro.max_id={d.max_id}", f"micro.zipf_s={format_number(float(d.zipf_s))}",
-               f"micro.table_rows={d.table_rows}", f"micro.table_attributes={d.table_attributes}",
-               f"micro.rate.profile={ld.profile}",
-               f"micro.rate.basis_rate_eps={format_number(float(ld.rate_eps))}"]
+        out = {"micro.seed": d.seed, "micro.streams": d.streams, "micro.attributes": d.attributes,
+               "micro.max_id": d.max_id, "micro.zipf_s": float(d.zipf_s), "micro.table_rows": d.table_rows,
+               "micro.table_attributes": d.table_attributes, "micro.rate.profile": ld.profile,
+               "micro.rate.basis_rate_eps": float(ld.rate_eps)}
         if ld.duration_ms is not None:
-            out.append(f"micro.rate.duration_s={format_number(ld.duration_ms / 1000)}")
+            out["micro.rate.duration_s"] = ld.duration_ms / 1000
         return out
 
 

@@ -13,9 +13,8 @@ import re
 
 from lxml import etree
 
-from kit.paths import SPECS_DIR
+from kit.shipped import schema_path
 
-SCHEMAS_DIR = SPECS_DIR / "schemas"
 XS = "{http://www.w3.org/2001/XMLSchema}"
 # Root element -> schema file.
 ROOT_SCHEMAS = {"Strategies": "strategies.xsd", "Workload": "workload.xsd", "Suite": "workload.xsd"}
@@ -26,7 +25,7 @@ _BASE_WORDS = {"int": "an integer", "long": "an integer", "integer": "an integer
 
 @functools.lru_cache(maxsize=None)
 def _schema_doc(file: str) -> etree._ElementTree:
-    return etree.parse(str(SCHEMAS_DIR / file))
+    return etree.parse(str(schema_path(file)))
 
 
 @functools.lru_cache(maxsize=None)

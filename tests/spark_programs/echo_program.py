@@ -17,6 +17,6 @@ def build(spark, events):
 
 
 if __name__ == "__main__":
-    from harness.spark_app import run_app
+    from spark_runtime.app import run_app
 
     raise SystemExit(run_app(build, app_name="cepkit echo test"))

@@ -1,0 +1,7 @@
+"""`python -m cepkit_app` runs the cepkit command line."""
+
+import sys
+
+from cepkit_app.cli import main
+
+sys.exit(main())

@@ -1,0 +1,76 @@
+"""`cepkit pairs`: the Pairs benchmark end to end, ending with the verdict, p99 and pscore.
+
+datagen -> querygen -> translate -> run on the engine (harness) -> validate -> report, into one
+new run directory under `paths.runs_dir` (see cepkit_app/pipelines/pairs.py for its layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from cepkit_app.cli import add_config_options, command_config
+from kit.config import PLANS, REPLAYS
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    add_config_options(p)
+    p.add_argument("--sf", type=int, help="scale factor (pairs.scale_factor)")
+    p.add_argument("--quick", action="store_true", help="the quick rate profile: the standard shape in ~2 minutes")
+    p.add_argument("--plan", choices=PLANS, help="plan mode (run.plan)")
+    p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
+    p.add_argument("--data", metavar="DIR", help="replay this existing dataset (generated, or converted from a CSV) "
+                                                 "instead of generating one")
+    p.add_argument("--replay", choices=REPLAYS,
+                   help="pace the data at its recorded times x --speed (default), at a constant --rate, or as "
+                        "fast as the engine pulls (run.replay)")
+    p.add_argument("--speed", type=float, metavar="X", help="recorded replay: simulated ms per wall ms (run.speed)")
+    p.add_argument("--rate", type=float, metavar="EPS", help="constant replay: events per second (run.replay_rate_eps)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="with --data: skip the sha256 check of the dataset's files (huge, trusted data)")
+    p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
+    p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
+    p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
+                                                "paths.runs_dir")
+    p.set_defaults(handler=run)
+
+
+# (argparse dest, config key) of this command's own options.
+FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "run.plan"), ("master", "run.master"),
+         ("replay", "run.replay"), ("speed", "run.speed"), ("rate", "run.replay_rate_eps"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from cepkit_app.cli.progress import console, progress_bar, run_progress
+    from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
+    from kit.atomic import check_parent
+    from kit.paths import fresh_path
+
+    config = command_config(args, FLAGS)
+    p, r = config.pairs, config.run
+    stem = f"pairs-sf{p.scale_factor}-{p.rate.profile}{'-quick' if p.rate.quick else ''}-{r.plan}-" \
+           f"{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), stem)
+    check_parent(run_dir)       # one line, before any work, if --out cannot be created there
+    req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
+                          Path(args.strategies) if args.strategies else None, args.strategy_limit,
+                          verify=not args.no_verify)
+    con = console()
+    with progress_bar("verify dataset (sha256)") as verify_progress, progress_bar("datagen ticks") as data_progress, \
+            run_progress() as on_progress:
+        outcome = run_pairs_pipeline(req, stage=lambda s: con.print(f"[bold]>[/] {s}"), data_progress=data_progress,
+                                     on_progress=on_progress, verify_progress=verify_progress)
+    if outcome.text:
+        print(outcome.text)
+    status = {"completed": "green", "unsustainable": "yellow", "failed": "red"}.get(outcome.status, "white")
+    con.print(f"engine run: [{status}]{outcome.status}[/]" + (f" ({outcome.message})" if outcome.message else ""))
+    colour = "green" if outcome.verdict == "PASSED" else "red"
+    con.print(f"validation: [bold {colour}]{outcome.verdict}[/]")
+    for line in outcome.lines or ("pscore: not computed",):   # with order count and 95 % interval
+        con.print(line, markup=False)
+    if outcome.report:
+        con.print(f"report: {outcome.report}")
+    con.print(f"run directory: {outcome.run_dir}")
+    return 0 if outcome.verdict == "PASSED" else 1

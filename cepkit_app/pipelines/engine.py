@@ -1,0 +1,39 @@
+"""What `cepkit pairs` and `cepkit micro` share about running a generated program: the harness
+run spec built from `[run]`, and the progress snapshot placed on the run's phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config import DriverConfig
+from harness.engine_run import EngineRunSpec
+from kit.config import Config
+from kit.engines import ENGINES
+
+
+def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverConfig, output_schemas: dict,
+                    mean_eps: float | None, extra_conf: tuple[tuple[str, str], ...] = (),
+                    env: tuple[tuple[str, str], ...] = ()) -> EngineRunSpec:
+    """The harness run of a generated program with the `[run]` settings; q^b from the mean
+    release rate (`RunConfig.backlog_limit_events`)."""
+    r = cfg.run
+    return EngineRunSpec(
+        program=program, run_dir=run_dir, driver=driver, master=r.master,
+        spark_conf=(("spark.driver.memory", r.driver_memory), *extra_conf,
+                    *(tuple(item.split("=", 1)) for item in r.spark_conf)),     # the user's come last
+        shuffle_partitions=r.shuffle_partitions, source_partitions=r.source_partitions,
+        trigger_ms=r.trigger_ms, output_format=r.output_format, output_schemas=output_schemas,
+        backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
+        startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
+        runtime_packages=ENGINES[r.engine].runtime_packages)
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A harness snapshot placed on the rate profile: its phase and the profile's length."""
+
+    snapshot: object            # harness RunSnapshot
+    phase: str
+    duration_ms: int

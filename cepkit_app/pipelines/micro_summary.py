@@ -1,0 +1,153 @@
+"""A microbenchmark suite's results: one `WorkloadResult` per fixed-rate run, `summary.json` and
+`summary.md` (rewritten after every workload, so a crash keeps what is done), and the suite's
+`report.html` (the chapter 4 charts; validator/micro_report.py draws them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kit.errors import CepkitError
+from kit.manifest import load_manifest
+from kit.workload import Suite
+from validator.adaptivity import AdaptivityMetrics
+from validator.micro_report import WorkloadPoint, p99_cell, write_suite_report
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    workload: str
+    params: dict
+    queries: int
+    status: str                 # the engine run's: completed, unsustainable, failed; or not translated
+    message: str
+    verdict: str                # PASSED, FAILED, NOT VALIDATED
+    events: int | None
+    input_eps: float | None     # events per second of the dataset (mean)
+    outputs: int
+    p50_ms: int | None
+    p99_ms: int | None
+    peak_rss_mib: float | None
+    mean_cpu_percent: float | None
+    text: str                   # the per-query comparison, one line each
+    adaptivity: dict | None = None   # the thesis 4.5.5 metrics, for adaptivity workloads
+    lambda_eps: float | None = None  # the calibrated lambda of a burst workload (per stream)
+    lambda_rule: str = ""            # how it was chosen (cepkit_app.pipelines.sustainable.choose_lambda)
+    state_mib: float | None = None   # peak state-store memory of Spark's stateful operators
+    # The latencies behind p50/p99 and the p99's 95 % interval (validator.order_stats; None on an
+    # open side); all None when the run was not validated (p50/p99 then come from the sink).
+    latency_count: int | None = None
+    p99_ci_low_ms: int | None = None
+    p99_ci_high_ms: int | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _profile_of(run_dir: Path):
+    """The rate profile of a workload run's dataset, or None (no dataset there, or no profile)."""
+    try:
+        return load_manifest(run_dir / "data").rate_profile()
+    except CepkitError:
+        return None
+
+
+def write_report(suite: Suite, workloads, results: list, run: Path) -> Path:
+    """The suite's report.html: a table of every workload and the chapter 4 charts."""
+    points, searched = [], bool(results) and not isinstance(results[0], WorkloadResult)
+    for w, r in zip(workloads, results):
+        params = {p.name: p.value for p in w.params}
+        if searched:
+            best = r.best_step()
+            step_dir = Path(best.run_dir) if best else None
+            streams = len(w.dataset.stream_names)
+            points.append(WorkloadPoint(
+                w.name, w.experiment, params, len(w.queries), "completed" if best else "unsustainable",
+                "PASSED" if r.confirmed else "NOT CONFIRMED", best.p50_ms if best else None,
+                best.p99_ms if best else None, best.peak_rss_mib if best else None,
+                best.mean_cpu_percent if best else None, None,
+                None if r.sustainable_eps is None else r.sustainable_eps * streams, None,
+                step_dir / "engine" if step_dir else None, _profile_of(step_dir) if step_dir else None,
+                best.state_mib if best else None, **p99_detail(best)))
+        else:
+            fields = {f.name for f in dataclasses.fields(AdaptivityMetrics)}
+            adaptivity = AdaptivityMetrics(**{k: v for k, v in r.adaptivity.items() if k in fields}) \
+                if r.adaptivity else None
+            wdir = run / w.name
+            points.append(WorkloadPoint(
+                w.name, w.experiment, params, r.queries, r.status, r.verdict, r.p50_ms, r.p99_ms, r.peak_rss_mib,
+                r.mean_cpu_percent, r.input_eps, None, adaptivity,
+                wdir / "engine" if (wdir / "engine").exists() else None, _profile_of(wdir), r.state_mib,
+                **p99_detail(r)))
+    title = f"Microbenchmark suite {suite.name}{' (quick)' if suite.quick else ''}"
+    return write_suite_report(title, "sustainable" if searched else "fixed-rate", points, run)
+
+
+def write_summary(suite: Suite, results: list, run: Path) -> None:
+    searched = bool(results) and not isinstance(results[0], WorkloadResult)
+    rows = [search_row(r) for r in results] if searched else [r.to_dict() for r in results]
+    data = {"kind": "cepkit.micro-summary", "schema_version": 1, "suite": suite.name, "quick": suite.quick,
+            "mode": "sustainable" if searched else "fixed-rate", "workloads": rows}
+    tmp = run / ".summary.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(run / "summary.json")
+    (run / "summary.md").write_text((search_table(results) if searched else summary_table(results)) + "\n")
+
+
+def p99_detail(r) -> dict:
+    """latency_count, p99_ci_low_ms and p99_ci_high_ms of a WorkloadResult or a search Step (all
+    None for no result)."""
+    return {k: getattr(r, k) if r is not None else None for k in ("latency_count", "p99_ci_low_ms", "p99_ci_high_ms")}
+
+
+def _p99(row) -> str:
+    """The summary.md p99 cell: value, 95 % interval, small-sample wording (validator.order_stats)."""
+    return p99_cell(row["p99_ms"], row["latency_count"], row["p99_ci_low_ms"], row["p99_ci_high_ms"], missing="-")
+
+
+def search_row(r) -> dict:
+    best = r.best_step()
+    return {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
+            "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
+            **p99_detail(best),
+            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
+            "verdicts": sorted({s.verdict for s in r.steps})}
+
+
+def search_table(results: list) -> str:
+    head = ("workload", "max sustainable ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
+            "peak RSS MiB", "state MiB", "verdicts")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        row = search_row(r)
+        lines.append(f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
+                     f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
+                     f"{_p99(row)} | "
+                     f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
+                     f"{', '.join(row['verdicts'])} |")
+    return "\n".join(lines)
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
+
+
+def summary_table(results: list[WorkloadResult]) -> str:
+    head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "latencies", "p50 ms",
+            "p99 ms (95 % CI)", "CPU %", "RSS MiB", "state MiB", "run", "verdict")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        params = ", ".join(f"{k}={v}" for k, v in r.params.items())
+        lines.append(f"| {r.workload} | {params} | {r.queries} | {_fmt(r.events, ',')} | {_fmt(r.input_eps, ',.0f')} | "
+                     f"{r.outputs:,} | {_fmt(r.latency_count, ',')} | {_fmt(r.p50_ms, ',')} | {_p99(r.to_dict())} | "
+                     f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | "
+                     f"{_fmt(r.state_mib, ',.1f')} | {r.status} | "
+                     f"{r.verdict} |")
+    notes = [f"- {r.workload}: lambda {r.lambda_eps:,.0f} ev/s per stream ({r.lambda_rule})"
+             for r in results if r.lambda_eps is not None]
+    return "\n".join(lines + ([""] + notes if notes else []))

@@ -1,0 +1,151 @@
+"""What one engine run is asked to do (`EngineRunSpec`), what the monitor sees each second
+(`RunSnapshot`) and how the run ended (`EngineRunResult`): the typed interface of
+harness/engine_run.py, written to run.json (specs/ENGINE_RUN.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from harness.config import DriverConfig
+from harness.sink import FORMATS
+from kit.errors import CepkitError
+from kit.records import RecordSchema
+
+STATUSES = ("completed", "unsustainable", "failed")
+
+
+def _bad(name: str, message: str) -> CepkitError:
+    return CepkitError(f"engine run: {name}: {message}")
+
+
+@dataclass(frozen=True)
+class EngineRunSpec:
+    """One run of one engine program. `driver.hold` is forced on: the driver begins releasing
+    once the program's query is up; and the driver keeps unread events up to twice q^b. `output_schemas` lists the output streams the run must
+    deliver (an empty one still gets a file); values are pyarrow schemas or kit.records schemas.
+    `backlog_limit_events` is q^b: the run stops as "unsustainable" once the driver's backlog has
+    stayed above it for `backlog_grace_s`."""
+
+    program: Path
+    run_dir: Path
+    driver: DriverConfig
+    master: str = "local[*]"
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    shuffle_partitions: int = 2
+    trigger_ms: int = 0
+    source_partitions: int = 1
+    output_format: str = "parquet"
+    output_schemas: Mapping[str, pa.Schema] | None = None
+    roll_rows: int = 1_000_000
+    backlog_limit_events: int | None = None
+    backlog_grace_s: float = 5.0
+    startup_timeout_s: float = 180.0
+    drain_timeout_s: float = 120.0
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
+    jvm_class_archive: bool = True             # map harness/jvm_archive.py's archive when it exists
+    # The top-level packages the program imports (the engine's runtime, kit.engines): found where
+    # this interpreter finds them and put on the program's PYTHONPATH.
+    runtime_packages: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "program", Path(self.program))
+        object.__setattr__(self, "run_dir", Path(self.run_dir))
+        if not isinstance(self.driver, DriverConfig):
+            raise _bad("driver", f"must be a DriverConfig, got {type(self.driver).__name__}")
+        conf = self.spark_conf.items() if isinstance(self.spark_conf, Mapping) else self.spark_conf
+        pairs = tuple((str(k), str(v)) for k, v in conf)
+        object.__setattr__(self, "spark_conf", pairs)
+        if self.output_format not in FORMATS:
+            raise _bad("output_format", f"must be one of {', '.join(FORMATS)}, got {self.output_format!r}")
+        if self.output_schemas is not None:
+            schemas = {}
+            for name, schema in dict(self.output_schemas).items():
+                if isinstance(schema, RecordSchema):
+                    schema = schema.arrow_schema()
+                if not isinstance(schema, pa.Schema):
+                    raise _bad(f"output_schemas.{name}", f"must be a pyarrow or kit.records schema, got {schema!r}")
+                schemas[name] = schema
+            object.__setattr__(self, "output_schemas", schemas)
+        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 1), ("roll_rows", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise _bad(name, f"must be an integer >= {low}, got {value!r}")
+        if self.backlog_limit_events is not None and (isinstance(self.backlog_limit_events, bool) or not isinstance(
+                self.backlog_limit_events, int) or self.backlog_limit_events < 0):
+            raise _bad("backlog_limit_events", f"must be an integer >= 0 or None, got {self.backlog_limit_events!r}")
+        # Events the engine has not read stay in the driver up to twice q^b: a run that far behind
+        # ends as unsustainable, not on a read of an evicted offset. Kept in the spec, so that
+        # run.json shows the driver settings actually used.
+        keep = max(self.driver.keep_unread_events, 2 * (self.backlog_limit_events or 0))
+        object.__setattr__(self, "driver", dataclasses.replace(self.driver, hold=True, keep_unread_events=keep))
+        for name in ("backlog_grace_s", "startup_timeout_s", "drain_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise _bad(name, f"must be a number >= 0, got {value!r}")
+        if not self.master:
+            raise _bad("master", "must not be empty")
+
+    def to_dict(self) -> dict:
+        return {"program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
+                "master": self.master, "spark_conf": dict(self.spark_conf),
+                "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
+                "source_partitions": self.source_partitions, "output_format": self.output_format,
+                "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
+                "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
+                "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
+                "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive,
+                "runtime_packages": list(self.runtime_packages)}
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """What the monitor saw at one tick (passed to `on_progress` once a second)."""
+
+    elapsed_s: float            # since the driver began (negative lead time excluded)
+    sim_ms: int                 # simulated ms since the run start (wall ms for rate pacing); < 0 in the lead-in
+    released: int
+    pulled: int
+    backlog: int
+    total_events: int
+    rate_eps: float             # events released per second over the last tick
+    outputs: dict[str, int]     # rows per output stream so far
+    latency_p99_ms: int | None  # event-time latency (arrivalTS - inputTS) so far
+    cpu_percent: float | None   # the program's process tree, percent of one core
+    rss_bytes: int | None
+
+
+@dataclass(frozen=True)
+class EngineRunResult:
+    status: str                 # completed | unsustainable | failed
+    message: str                # one line
+    run_dir: Path
+    output_log: Path | None     # run_dir/outputs/output-log.json, when written
+    events_total: int | None
+    events_released: int | None
+    events_pulled: int | None
+    outputs: dict[str, int]
+    peak_rss_bytes: int | None          # the program's process tree, start-up included
+    mean_cpu_percent: float | None      # percent of one core, from the driver's begin to the end
+    latency_p50_ms: int | None
+    latency_p99_ms: int | None
+    duration_s: float
+    # Spark's stateful operators over all batches: the largest sum of their state-store memory
+    # (stateOperators.memoryUsedBytes) and of their state rows; None without stateful operators.
+    peak_state_bytes: int | None = None
+    peak_state_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"

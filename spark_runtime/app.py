@@ -1,0 +1,288 @@
+"""The runtime every generated PySpark engine program calls: `run_app(build, app_name=...)`.
+
+A program defines `build(spark, events)` and ends with
+`raise SystemExit(run_app(build, app_name="..."))`. `run_app` parses the harness's arguments,
+builds the SparkSession, reads the driver's events (spark_runtime/source.py), asks `build` for
+the output, runs ONE streaming query whose `foreachBatch` sends each micro-batch's rows to the
+harness sink (kit/wire/sink_client.py), and stops the query when the run is over. Its stdout is one JSON
+object per line (`started`, `progress`, `finished` / `stopped` / `failed`); Spark's logs go to
+stderr. specs/ENGINE_RUN.md is the contract.
+
+The output contract: `build` returns `(df, streams)` where `df` has a string column `stream`
+naming each row's output stream plus the union of all streams' columns, and `streams` maps each
+stream name to its column names in order, e.g. `{"Indicator": [...], "MarketOrder": [...]}`.
+
+End of run: the driver reports `finished` (every event released) and the query's last progress
+has consumed all of them (its source end offset equals `total_events`), no batch has started
+since for a quiet period, and no trigger is active: then the query is stopped between batches
+(spark_runtime/watch.py).
+
+This package (`spark_runtime`) is what a generated program imports, and all it imports: pyspark,
+pandas, pyarrow, numpy and kit's records, errors and wire. So a program runs, and ships to
+Spark's executors, without the harness or the rest of cepkit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kit.errors import CepkitError
+from kit.wire.feed_client import DriverClient
+from kit.wire.sink_client import SinkClient
+from spark_runtime.events import emit, one_line
+from spark_runtime.source import driver_stream
+from spark_runtime.watch import Restarter, watch
+
+STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STREAM_COLUMN = "stream"
+BuildResult = tuple  # (DataFrame, {stream: [columns]})
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="a cepkit engine program (PySpark Structured Streaming)")
+    ap.add_argument("--driver", required=True, metavar="HOST:PORT", help="the cepkit driver to pull events from")
+    ap.add_argument("--sink", required=True, metavar="HOST:PORT", help="the harness sink to send outputs to")
+    ap.add_argument("--checkpoint", required=True, metavar="DIR", help="the streaming query's checkpoint directory")
+    ap.add_argument("--master", default=None,
+                    help="Spark master (default local[*]; under spark-submit, spark-submit's own)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    ap.add_argument("--trigger-ms", type=int, default=0, help="micro-batch trigger interval (0: as fast as possible)")
+    ap.add_argument("--shuffle-partitions", type=int, default=2)
+    ap.add_argument("--source-partitions", type=int, default=1, help="offset ranges read in parallel per batch")
+    ap.add_argument("--max-rows-per-batch", type=int, default=None)
+    return ap
+
+
+def _host_port(flag: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise CepkitError(f"{flag}: expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def _confs(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise CepkitError(f"--conf: expected KEY=VALUE, got {p!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _under_spark_submit() -> bool:
+    # spark-submit launches the Python program with its JVM's gateway already running.
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(app_name: str, master: str | None, shuffle_partitions: int,
+                  spark_conf: Mapping[str, str] | None, overrides: Mapping[str, str]):
+    """The SparkSession for one engine program (see the module doc for the settings)."""
+    # Python workers must run this interpreter (the venv with pandas/pyarrow), not the system one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or not _under_spark_submit():
+        builder = builder.master(master or "local[*]")
+    conf = {"spark.sql.streaming.stateStore.providerClass": STATE_STORE,
+            "spark.sql.shuffle.partitions": str(shuffle_partitions),
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",     # progress bars would clutter engine.log
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            **{k: str(v) for k, v in (spark_conf or {}).items()}, **overrides}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _check_build_result(result) -> tuple[object, dict[str, list[str]]]:
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
+        raise CepkitError("build(spark, events) must return (DataFrame, {stream: [columns]})")
+    df, streams = result
+    streams = {str(k): [str(c) for c in v] for k, v in streams.items()}
+    if not streams:
+        raise CepkitError("build(): the stream map is empty")
+    cols = set(df.columns)
+    if STREAM_COLUMN not in cols:
+        raise CepkitError(f"build(): the DataFrame has no {STREAM_COLUMN!r} column (has {', '.join(df.columns)})")
+    for name, wanted in streams.items():
+        missing = [c for c in wanted if c not in cols]
+        if missing:
+            raise CepkitError(f"build(): stream {name}: column(s) {', '.join(missing)} not in the DataFrame")
+    return df, streams
+
+
+def split_streams(table: pa.Table, streams: Mapping[str, Sequence[str]]) -> dict[str, pa.Table]:
+    """One micro-batch's output split by its `stream` column, each with its stream's columns.
+    Streams without rows are left out; a row of an unknown stream is an error."""
+    if table.num_rows == 0:
+        return {}
+    col = table.column(STREAM_COLUMN)
+    if col.null_count:
+        raise CepkitError(f"build(): {col.null_count} output row(s) have a null {STREAM_COLUMN!r}")
+    unknown = set(pc.unique(col).to_pylist()) - set(streams)
+    if unknown:
+        raise CepkitError(f"build(): rows for unknown stream(s) {sorted(unknown)} (known: {', '.join(streams)})")
+    if len(streams) == 1:
+        (name, cols), = streams.items()
+        return {name: table.select(list(cols))}
+    out = {}
+    for name, cols in streams.items():
+        part = table.filter(pc.equal(col, name))
+        if part.num_rows:
+            out[name] = part.select(list(cols))
+    return out
+
+
+class _StopRequested(BaseException):
+    """SIGTERM/SIGINT before the query runs (BaseException: no `except Exception` swallows it)."""
+
+
+def _warm_worker(batches):
+    importlib.import_module("spark_runtime.source")     # the source's read runs in these workers next
+
+    yield from batches
+
+
+def warm_up(spark) -> None:
+    """Start Spark's Python workers (one per core) and import the source in them, so the first
+    micro-batch of the run does not pay for it (seconds on a small machine)."""
+    n = max(1, spark.sparkContext.defaultParallelism)
+    spark.range(0, n, 1, n).mapInArrow(_warm_worker, "id long").collect()
+
+
+class _Batches:
+    """The foreachBatch function: sends each stream's rows of a batch to the sink, and times the
+    two halves of Spark's addBatch: `collect` (running the batch's plan, the queries' operators and
+    Python cores included, and bringing its rows to the driver as Arrow) and `sink` (handing them
+    to the harness)."""
+
+    def __init__(self, sink: SinkClient, streams: Mapping[str, Sequence[str]]):
+        self.sink, self.streams = sink, streams
+        self.count = 0
+        self.rows = 0
+        self._lock = threading.Lock()
+        self._timings: dict[int, dict] = {}
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        t0 = time.perf_counter()
+        table = batch_df.toArrow()
+        t1 = time.perf_counter()
+        for name, part in split_streams(table, self.streams).items():
+            self.sink.emit(name, batch_id, part)
+            self.rows += part.num_rows
+        t2 = time.perf_counter()
+        with self._lock:
+            self._timings[batch_id] = {"collect": round((t1 - t0) * 1000), "sink": round((t2 - t1) * 1000),
+                                       "output_rows": table.num_rows}
+        self.count += 1
+
+    def timings(self, batch_id: int) -> dict:
+        """The foreachBatch figures of a batch (once: they are forgotten after)."""
+        with self._lock:
+            return self._timings.pop(batch_id, {})
+
+
+def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | None = None,
+            argv: Sequence[str] | None = None) -> int:
+    """Run an engine program until the driver's events are all processed; 0 on success."""
+    args = _parser().parse_args(argv)
+    stop_requested = threading.Event()
+    running = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop_requested.set()
+        if not running.is_set():
+            # Still starting up (seconds of session, warm-up, query start): give up at once.
+            raise _StopRequested()
+
+    def install_handlers() -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, on_signal)
+
+    install_handlers()
+    try:
+        driver_host, driver_port = _host_port("--driver", args.driver)
+        sink_host, sink_port = _host_port("--sink", args.sink)
+        overrides = _confs(args.conf)
+        if args.trigger_ms < 0 or args.shuffle_partitions < 1:
+            raise CepkitError("--trigger-ms must be >= 0 and --shuffle-partitions >= 1")
+    except CepkitError as e:
+        emit("failed", message=str(e))
+        print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
+        return 2
+
+    spark = restarter = None
+    pause_file = os.path.join(tempfile.gettempdir(), f"cepkit-pause-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        spark = build_session(app_name, args.master, args.shuffle_partitions, spark_conf, overrides)
+        # SparkContext installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt);
+        # ours stops the query between batches instead.
+        install_handlers()
+        options = {"partitions": args.source_partitions, "pauseFile": pause_file}
+        if args.max_rows_per_batch:
+            options["maxRowsPerBatch"] = args.max_rows_per_batch
+        events = driver_stream(spark, driver_host, driver_port, **options)
+        df, streams = _check_build_result(build(spark, events))
+        sink = SinkClient(sink_host, sink_port)
+        batches = _Batches(sink, streams)
+        warm_up(spark)
+
+        def start():
+            return (df.writeStream.foreachBatch(batches)
+                    .option("checkpointLocation", args.checkpoint)
+                    .trigger(processingTime=f"{args.trigger_ms} milliseconds")
+                    .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
+                    .start())
+
+        restarter = Restarter(spark, start)
+        restarter.launch()
+        running.set()
+        if stop_requested.is_set():
+            raise _StopRequested()
+        query = restarter.query
+        emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
+              pid=os.getpid(), streams=streams)
+        return watch(restarter, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
+    except _StopRequested:
+        running.set()       # a second signal must not interrupt the cleanup below
+        if restarter is not None:
+            restarter.stop(pause_file)
+        emit("stopped", batches=0, output_rows=0)
+        return 0
+    except Exception as e:  # noqa: BLE001 - reported as one line on stdout, in full on stderr
+        emit("failed", message=one_line(str(e)) if not isinstance(e, CepkitError) else str(e))
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        if restarter is not None:
+            try:
+                restarter.stop(pause_file)
+            except Exception:  # noqa: BLE001 - already failing; the first error is the one to report
+                pass
+        return 1
+    finally:
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001 - the JVM may already be gone
+                pass
+        if os.path.exists(pause_file):
+            os.remove(pause_file)

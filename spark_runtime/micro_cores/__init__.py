@@ -1,0 +1,28 @@
+"""The microbenchmark cores: the logic of every query kind Spark has no operator for.
+
+One module per kind (count_window, time_window, window_join, pattern), plain numpy/pandas and no
+Spark, so each is tested on its own against the validator's independent reference. The Spark
+side (spark_runtime/micro_plan.py) runs them inside one `transformWithStateInPandas` operator,
+one group per query.
+
+A core class has `__init__(q)` (q: a query literal, translators/micro_literal.py),
+`initial_state() -> dict` and `process(state, events) -> list[tuple]`: `events` is one
+micro-batch's events of the query's input streams as a pandas DataFrame sorted by `offset`
+(columns ID, A1..AN, TS, stream, offset, ingestTS), `state` the JSON-round-tripped dict of the
+previous call (updated in place), and the result the output rows in `q["fields"]` order.
+"""
+
+from __future__ import annotations
+
+from spark_runtime.micro_cores.count_window import CountWindowCore
+from spark_runtime.micro_cores.pattern import PatternCore
+from spark_runtime.micro_cores.time_window import TimeWindowCore
+from spark_runtime.micro_cores.window_join import WindowJoinCore
+
+# query kind -> its core class (the kinds that need a stateful operator)
+CORES = {
+    "count_window": CountWindowCore,
+    "time_window": TimeWindowCore,
+    "window_join": WindowJoinCore,
+    "pattern": PatternCore,
+}

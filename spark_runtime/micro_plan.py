@@ -1,0 +1,266 @@
+"""The Spark plan of a microbenchmark workload: every query of the workload in one streaming DataFrame.
+
+A generated program holds its workload as data (a `MicroPlan`: the query literals of
+translators/micro_literal.py, the output row type, the join table) and calls `build_micro`.
+Each query kind is planned as specs/TRANSLATION.md says:
+
+- filters: a where + select on the source;
+- Q3 time windows, native plan: Spark's sliding `window()` over TS with a zero-delay watermark in
+  append mode (its inputTS is the window's end: Spark cannot name the event that closed it);
+- J2 in-memory table joins: a stream-static join with the table read once and broadcast;
+- J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
+  psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
+- every other kind (count windows, time windows on the core, window joins, patterns): a core of
+  spark_runtime/micro_cores/ in one `transformWithStateInPandas` operator, one group per query.
+  Events are routed to every query reading their stream (a pattern's element predicates are
+  checked on the way, so an event neither element can use never crosses the shuffle) and sorted
+  by the driver's offset inside the group, since a shuffle does not keep row order.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StringType, StructField, StructType
+
+from spark_runtime.micro_cores import CORES
+
+_STATE_SCHEMA = StructType([StructField("json", StringType())])
+_AGGREGATES = {"SUM": F.sum, "AVG": F.avg, "MAX": F.max, "MIN": F.min, "STDEV": F.stddev_pop,
+               "MEDIAN": F.median, "COUNT": lambda c: F.count(F.lit(1))}
+_NUMPY_OPS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+              "ne": np.not_equal}
+
+
+@dataclass(frozen=True)
+class MicroPlan:
+    """A workload as a generated program states it.
+
+    `output_fields` is the one row type of the output ("name type" each): `stream`, then the union
+    of the queries' columns, then ingestTS. `multi_stream`: the driver adds a `stream` column only
+    when the dataset has several streams. `table_path`: the join table (Parquet) of J2.
+    """
+
+    workload: str
+    queries: tuple
+    output_fields: tuple
+    multi_stream: bool
+    table_path: str | None = None
+
+    @property
+    def output_streams(self) -> dict[str, list[str]]:
+        """Every output stream (one per query) with its columns; the sink's stamps come after them."""
+        return {q["id"]: list(q["fields"]) + ["ingestTS"] for q in self.queries}
+
+    @property
+    def output_schema(self) -> str:
+        return ", ".join(self.output_fields)
+
+    @property
+    def out_columns(self) -> list[str]:
+        return [f.split()[0] for f in self.output_fields]
+
+
+def build_micro(spark, events, plan: MicroPlan):
+    """The streaming plan: driver events in, one DataFrame with every query's rows out."""
+    parts = []
+    for q in plan.queries:
+        if q["kind"] == "filter":
+            parts.append(_filter(plan, events, q))
+        elif q["kind"] == "native_time_window":
+            parts.append(_native_time_window(plan, events, q))
+        elif q["kind"] == "jdbc_table_join" or (q["kind"] == "table_join" and q["storage"] == "memory"):
+            parts.append(_table_join(plan, spark, events, q))
+        elif q["kind"] == "table_join":
+            parts.append(_db_table_join(plan, events, q))
+    stateful = [q for q in plan.queries if q["kind"] in CORES]
+    if stateful:
+        parts.append(_stateful(plan, events, stateful))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part, allowMissingColumns=True)
+    return out.select(*plan.out_columns), plan.output_streams
+
+
+def _of_stream(plan: MicroPlan, events, stream: str):
+    return events.where(F.col("stream") == stream) if plan.multi_stream else events
+
+
+def _condition(where, column=F.col):
+    """All comparisons of a `where` list hold (AND)."""
+    cond = F.lit(True)
+    for field, op, value in where:
+        cond = cond & _compare(column(field), op, value)
+    return cond
+
+
+def _compare(col, op: str, value: float):
+    return {"lt": col < value, "le": col <= value, "gt": col > value, "ge": col >= value, "eq": col == value,
+            "ne": col != value}[op]
+
+
+def _filter(plan: MicroPlan, events, q):
+    src = _of_stream(plan, events, q["inputs"][0])
+    cols = [F.col(f).alias(out) for f, out in zip(q["select"], q["fields"])]
+    return src.where(_condition(q["where"])).select(F.lit(q["id"]).alias("stream"), *cols,
+                                                    F.col("TS").alias("inputTS"), "ingestTS")
+
+
+def _native_time_window(plan: MicroPlan, events, q):
+    """Q3 as Spark plans it: sliding window() on TS, watermark delay 0, append mode. A window is
+    emitted in the batch after the one whose events moved the watermark past its end; its inputTS
+    is the window's end, the earliest instant it could close (latency measured from it is at most
+    one inter-arrival time too long)."""
+    src = _of_stream(plan, events, q["inputs"][0]).withColumn("_t", F.timestamp_millis("TS"))
+    window = F.window("_t", f"{q['range_ms']} milliseconds", f"{q['slide_ms']} milliseconds").alias("_w")
+    aggs = [_AGGREGATES[f](F.col(field) if field else None).alias(alias) for f, field, alias in q["aggregates"]]
+    out = (src.withWatermark("_t", "0 seconds")
+           .groupBy(window, *q["group_by"])
+           .agg(*aggs, F.max("ingestTS").alias("ingestTS")))
+    end = F.unix_millis(F.col("_w.end"))
+    return out.select(F.lit(q["id"]).alias("stream"), *q["group_by"], *[a[2] for a in q["aggregates"]],
+                      end.alias("windowEnd"), end.alias("inputTS"), "ingestTS")
+
+
+def _table_fields(q) -> list[str]:
+    """The table columns a join query reads: those it selects or compares, and the key."""
+    return sorted({f.partition(".")[2] for f in q["select"] + [w[0] for w in q["where"]]
+                   if f.partition(".")[0] == q["table"]} | {q["table_key"]})
+
+
+def _table(plan: MicroPlan, spark, q):
+    """The table side of a stream-to-table join, its columns renamed T_<name>."""
+    fields = _table_fields(q)
+    if q["kind"] == "table_join":       # J2: read once, broadcast to every task
+        if plan.table_path is None:
+            raise RuntimeError(f"query {q['id']}: joins a table in memory but the program names none")
+        return F.broadcast(spark.read.parquet(plan.table_path).select(*[F.col(c).alias(f"T_{c}") for c in fields]))
+    # J3, JDBC plan: Spark's JDBC source (Debian's PostgreSQL JDBC driver, on the classpath through
+    # spark.jars) reads the whole table again in every micro-batch; no join keys reach the database.
+    url = os.environ.get("CEPKIT_PG_JDBC_URL")
+    if not url:
+        raise RuntimeError(f"query {q['id']}: CEPKIT_PG_JDBC_URL is not set (the PostgreSQL JDBC URL)")
+    table = (spark.read.format("jdbc").option("url", url).option("driver", "org.postgresql.Driver")
+             .option("dbtable", "t").load())
+    return table.select(*[F.col(c.lower()).alias(f"T_{c}") for c in fields])     # PostgreSQL folds names
+
+
+def _table_join(plan: MicroPlan, spark, events, q):
+    """Stream-static join with the table (J2 in memory, J3 through JDBC)."""
+    table = _table(plan, spark, q)
+    src = _of_stream(plan, events, q["input"])
+    cond = src[q["stream_key"]] == table[f"T_{q['table_key']}"]
+
+    def column(name: str):
+        head, _, field = name.partition(".")
+        return table[f"T_{field}"] if head == q["table"] else src[field]
+
+    joined = src.join(table, cond & _condition(q["where"], column), "inner")
+    cols = [column(f).alias(out) for f, out in zip(q["select"], q["fields"])]
+    return joined.select(F.lit(q["id"]).alias("stream"), *cols, src["TS"].alias("inputTS"), src["ingestTS"])
+
+
+def _db_rows(batches, q, dsn: str):
+    """One task's share of a J3 query: look its keys up in PostgreSQL once per batch of rows."""
+    import psycopg     # only J3's tasks need it
+
+    t_fields = _table_fields(q)
+    sql = (f"SELECT {', '.join(c.lower() for c in t_fields)} FROM t "
+           f"WHERE {q['table_key'].lower()} = ANY(%s)")
+    with psycopg.connect(dsn) as conn:
+        for events in batches:
+            keys = [int(k) for k in pd.unique(events[q["stream_key"]])]
+            found = conn.execute(sql, (keys,)).fetchall() if keys else []
+            table = pd.DataFrame(found, columns=[f"T_{c}" for c in t_fields])
+            table[f"T_{q['table_key']}"] = table[f"T_{q['table_key']}"].astype(events[q["stream_key"]].dtype)
+            joined = events.merge(table, left_on=q["stream_key"], right_on=f"T_{q['table_key']}")
+
+            def column(name: str):
+                head, _, field = name.partition(".")
+                return joined[f"T_{field}"] if head == q["table"] else joined[field]
+
+            keep = np.ones(len(joined), dtype=bool)
+            for field, op, value in q["where"]:
+                keep &= _NUMPY_OPS[op](column(field).to_numpy(), value)
+            joined = joined[keep]
+            out = pd.DataFrame({out: column(f).to_numpy() for f, out in zip(q["select"], q["fields"])})
+            out["inputTS"] = joined["TS"].to_numpy()
+            out["ingestTS"] = joined["ingestTS"].to_numpy()
+            out.insert(0, "stream", q["id"])
+            yield out
+
+
+def _db_table_join(plan: MicroPlan, events, q):
+    """Stream-to-table join against the table in PostgreSQL (J3), per micro-batch and task: the
+    table never enters Spark's memory."""
+    dsn = os.environ.get("CEPKIT_PG_DSN")
+    if not dsn:
+        raise RuntimeError(f"query {q['id']}: CEPKIT_PG_DSN is not set (the PostgreSQL connection string)")
+    src = _of_stream(plan, events, q["input"])
+    types = dict(f.split() for f in plan.output_fields)
+    schema = ", ".join(f"{c} {types[c]}" for c in ["stream", *q["fields"], "ingestTS"])
+    return src.mapInPandas(functools.partial(_db_rows, q=q, dsn=dsn), schema)
+
+
+class MicroProcessor(StatefulProcessor):
+    """The Spark side of the cores: one group per query, its state in one value state."""
+
+    def __init__(self, queries, out_columns):
+        self.queries = {q["id"]: q for q in queries}
+        self.out_columns = list(out_columns)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.cores = {qid: CORES[q["kind"]](q) for qid, q in self.queries.items()}
+        self.state = handle.getValueState("core", _STATE_SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        qid = key[0]
+        q, core = self.queries[qid], self.cores[qid]
+        events = pd.concat(list(rows), ignore_index=True).sort_values("offset", kind="stable", ignore_index=True)
+        state = json.loads(self.state.get()[0]) if self.state.exists() else core.initial_state()
+        out = core.process(state, events)
+        self.state.update((json.dumps(state, separators=(",", ":")),))
+        if out:
+            frame = pd.DataFrame.from_records(out, columns=q["fields"])
+            frame["stream"] = qid
+            # ingestTS of the triggering event: the row's inputTS names it, and TS is unique enough
+            # for a latency stamp (the latest ingest of the events with that TS in this batch).
+            ingest = events.groupby("TS")["ingestTS"].max()
+            frame["ingestTS"] = frame["inputTS"].map(ingest).astype("Int64")
+            for column in self.out_columns:
+                if column not in frame:
+                    frame[column] = None        # another query's column: null, whatever its type
+            yield frame[self.out_columns]
+
+    def close(self) -> None:
+        pass
+
+
+def _routed_to(q, stream):
+    """Whether an event goes to query q's group. A pattern's elements' Where are checked here, so an
+    event that can be neither its first nor its second element never crosses the shuffle
+    (predicate push-down, thesis 4.5.4); its core checks them again per element."""
+    if q["kind"] != "pattern":
+        return stream.isin(q["inputs"])
+    first, second = q["first"], q["second"]
+    return (((stream == first["stream"]) & _condition(first["where"]))
+            | ((stream == second["stream"]) & _condition(second["where"])))
+
+
+def _stateful(plan: MicroPlan, events, queries):
+    """Route each event to every stateful query that reads its stream, then run the processor."""
+    stream = F.col("stream") if plan.multi_stream else F.lit("S1")
+    routes = F.array(*[F.when(_routed_to(q, stream), F.lit(q["id"])) for q in queries])
+    routed = (events.withColumn("stream", stream)
+              .select("*", F.explode(routes).alias("query"))
+              .where(F.col("query").isNotNull()))
+    return routed.groupBy("query").transformWithStateInPandas(MicroProcessor(queries, plan.out_columns),
+                                                                plan.output_schema, "Append", "None")
