@@ -24,7 +24,7 @@ from datagen.pairs import generate_pairs
 from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from harness.dataset import iter_events, open_dataset
-from harness.driver import Driver
+from harness.playback import Driver
 from harness.process import DriverProcess
 from kit.wire.protocol import BadRequestError, DriverError, OffsetEvictedError, PREFIX
 from harness.schedule import LatenessRecorder, Pacing, aligned_run_start
