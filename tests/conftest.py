@@ -1,12 +1,16 @@
-"""Shared fixtures: small generated Pairs datasets, built once per test session."""
+"""Shared fixtures: small generated datasets, built once per test session or per test module, and
+the driver tests' check that no driver thread outlives a test."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
+from datagen.micro import generate_micro
 from datagen.pairs import generate_pairs
+from kit.config import MicroConfig, RateConfig
 from tests.helpers import pairs_config
 
 
@@ -26,3 +30,29 @@ def correlated_pairs(tmp_path_factory) -> Path:
                                 prices={"volatility_per_hour": 0.5, "correlation": 0.8}), out)
     return out
 
+
+# -- the load driver's tests (test_harness_driver_*.py) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def ticks(tmp_path_factory) -> Path:
+    """~20k ticks over 4 s of simulated time, in 2 Parquet files."""
+    out = tmp_path_factory.mktemp("drv") / "ticks"
+    generate_pairs(pairs_config(file_count=2, rate={"profile": "constant", "duration_s": 4.0}), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def micro2(tmp_path_factory) -> Path:
+    """Two streams at 2000 events/s for 5 s (many equal TS within and across streams), 2 files each."""
+    out = tmp_path_factory.mktemp("drv") / "micro2"
+    generate_micro(MicroConfig(streams=2, file_count=2, attributes=2,
+                               rate=RateConfig(profile="constant", basis_rate_eps=2000.0, duration_s=5.0)), out)
+    return out
+
+
+@pytest.fixture
+def no_leaked_threads():
+    """Fails a test that leaves a driver thread running (the driver tests use it on every test)."""
+    yield
+    left = [t.name for t in threading.enumerate() if t.name.startswith("driver-")]
+    assert not left, f"driver threads left running: {left}"
