@@ -3,15 +3,20 @@ the driver tests' check that no driver thread outlives a test."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from datagen.micro import generate_micro
 from datagen.pairs import generate_pairs
 from kit.config import MicroConfig, RateConfig
-from tests.helpers import pairs_config
+from kit.workload import load_aux
+from querygen.output import write_strategies
+from tests.fuzz import run_cli
+from tests.helpers import SCHEMAS, pairs_config
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +61,29 @@ def no_leaked_threads():
     yield
     left = [t.name for t in threading.enumerate() if t.name.startswith("driver-")]
     assert not left, f"driver threads left running: {left}"
+
+
+# -- the validate fuzz tests (test_fuzz_validate_*.py) ----------------------------------------------
+
+class Run(tuple):
+    """(data, strategies, expected frames, sim_start), shown short in hypothesis' failure reports."""
+
+    def __repr__(self) -> str:
+        return f"Run({self[0]})"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A 2-minute dataset in 3 files, its strategies and expected answers (orders included)."""
+    root = tmp_path_factory.mktemp("fuzz-validate")
+    data = root / "data"
+    generate_pairs(pairs_config(file_count=3, rate={"duration_s": 120.0, "basis_rate_eps": 500.0}), data)
+    strategies = root / "strategies.xml"
+    write_strategies(load_aux(data), 42, strategies)
+    code, out, err = run_cli(["validate", "pairs", "--data", str(data), "--strategies", str(strategies),
+                              "--out", str(root / "expected")])
+    assert code == 0, out + err
+    expected = {n: pd.read_parquet(root / "expected" / "expected" / f"{n}.parquet") for n in SCHEMAS}
+    assert len(expected["MarketOrder"]) >= 3
+    sim_start = json.loads((data / "manifest.json").read_text())["start_epoch_ms"]
+    return Run((data, strategies, expected, sim_start))

@@ -1,21 +1,30 @@
-"""Helpers shared by tests: building Pairs configs, reading generated ticks back, and hand-made micro
-datasets for the driver tests."""
+"""Helpers shared by tests: building Pairs configs, reading generated ticks back, hand-made micro
+datasets for the driver tests, and the inputs of the `validate pairs` fuzz tests."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from hypothesis import strategies as st
 
 from kit.config import PairsConfig
+from kit.records import INDICATOR, MARKET_ORDER
 
 # Runs start soon (lead_ms) and need no minute alignment unless a test is about alignment.
 FAST = dict(lead_ms=50, align_ms=1)
+
+# The Pairs output streams and their records, as `validate pairs` checks them.
+SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
+# Any JSON value: what the fuzz tests put where a manifest or output-log.json expects a key's value.
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(), st.text(max_size=12),
+                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 
 def read_ticks(directory: Path) -> dict[str, np.ndarray]:
@@ -59,3 +68,13 @@ def write_micro(directory: Path, streams: dict[str, list[int]], fmt: str = "parq
                 "files": [{"stream": e["name"], **f} for e in entries for f in e["files"]]}
     (directory / "manifest.json").write_text(json.dumps(manifest))
     return directory
+
+
+def fresh_dir(tmp_path: Path) -> Path:
+    """A new directory under tmp_path: every hypothesis example of a test shares its tmp_path."""
+    return Path(tempfile.mkdtemp(dir=tmp_path))
+
+
+def validate_pairs_argv(data: Path, strategies: Path, out: Path, *extra: str) -> list[str]:
+    """The arguments of `cepkit validate pairs` for a dataset, its strategies and a report directory."""
+    return ["validate", "pairs", "--data", str(data), "--strategies", str(strategies), "--out", str(out), *extra]
