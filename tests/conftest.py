@@ -1,13 +1,22 @@
-"""Shared fixtures: small generated Pairs datasets, built once per test session."""
+"""Shared fixtures: small generated datasets, built once per test session or per test module, and
+the driver tests' check that no driver thread outlives a test."""
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from datagen.micro import generate_micro
 from datagen.pairs import generate_pairs
-from tests.helpers import pairs_config
+from kit.config import MicroConfig, RateConfig
+from kit.workload import load_aux
+from querygen.output import write_strategies
+from tests.fuzz import run_cli
+from tests.helpers import SCHEMAS, pairs_config
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +35,55 @@ def correlated_pairs(tmp_path_factory) -> Path:
                                 prices={"volatility_per_hour": 0.5, "correlation": 0.8}), out)
     return out
 
+
+# -- the load driver's tests (test_harness_driver_*.py) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def ticks(tmp_path_factory) -> Path:
+    """~20k ticks over 4 s of simulated time, in 2 Parquet files."""
+    out = tmp_path_factory.mktemp("drv") / "ticks"
+    generate_pairs(pairs_config(file_count=2, rate={"profile": "constant", "duration_s": 4.0}), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def micro2(tmp_path_factory) -> Path:
+    """Two streams at 2000 events/s for 5 s (many equal TS within and across streams), 2 files each."""
+    out = tmp_path_factory.mktemp("drv") / "micro2"
+    generate_micro(MicroConfig(streams=2, file_count=2, attributes=2,
+                               rate=RateConfig(profile="constant", basis_rate_eps=2000.0, duration_s=5.0)), out)
+    return out
+
+
+@pytest.fixture
+def no_leaked_threads():
+    """Fails a test that leaves a driver thread running (the driver tests use it on every test)."""
+    yield
+    left = [t.name for t in threading.enumerate() if t.name.startswith("driver-")]
+    assert not left, f"driver threads left running: {left}"
+
+
+# -- the validate fuzz tests (test_fuzz_validate_*.py) ----------------------------------------------
+
+class Run(tuple):
+    """(data, strategies, expected frames, sim_start), shown short in hypothesis' failure reports."""
+
+    def __repr__(self) -> str:
+        return f"Run({self[0]})"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A 2-minute dataset in 3 files, its strategies and expected answers (orders included)."""
+    root = tmp_path_factory.mktemp("fuzz-validate")
+    data = root / "data"
+    generate_pairs(pairs_config(file_count=3, rate={"duration_s": 120.0, "basis_rate_eps": 500.0}), data)
+    strategies = root / "strategies.xml"
+    write_strategies(load_aux(data), 42, strategies)
+    code, out, err = run_cli(["validate", "pairs", "--data", str(data), "--strategies", str(strategies),
+                              "--out", str(root / "expected")])
+    assert code == 0, out + err
+    expected = {n: pd.read_parquet(root / "expected" / "expected" / f"{n}.parquet") for n in SCHEMAS}
+    assert len(expected["MarketOrder"]) >= 3
+    sim_start = json.loads((data / "manifest.json").read_text())["start_epoch_ms"]
+    return Run((data, strategies, expected, sim_start))

@@ -1,14 +1,30 @@
-"""Helpers shared by tests: building Pairs configs and reading generated ticks back."""
+"""Helpers shared by tests: building Pairs configs, reading generated ticks back, hand-made micro
+datasets for the driver tests, and the inputs of the `validate pairs` fuzz tests."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from hypothesis import strategies as st
 
 from kit.config import PairsConfig
+from kit.records import INDICATOR, MARKET_ORDER
+
+# Runs start soon (lead_ms) and need no minute alignment unless a test is about alignment.
+FAST = dict(lead_ms=50, align_ms=1)
+
+# The Pairs output streams and their records, as `validate pairs` checks them.
+SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
+# Any JSON value: what the fuzz tests put where a manifest or output-log.json expects a key's value.
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(), st.text(max_size=12),
+                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 # The repository's root (tests read the written specs and the packages' sources there).
 REPO = Path(__file__).resolve().parent.parent
@@ -32,3 +48,36 @@ def pairs_config(**changes) -> PairsConfig:
     base = PairsConfig()
     return dataclasses.replace(base, rate=dataclasses.replace(base.rate, **rate),
                                prices=dataclasses.replace(base.prices, **prices), **changes)
+
+
+def write_micro(directory: Path, streams: dict[str, list[int]], fmt: str = "parquet",
+                start_epoch_ms: int = 1_000_000) -> Path:
+    """A hand-made micro dataset in the documented layout: stream -> list of TS (ID = row number)."""
+    directory.mkdir(parents=True)
+    entries = []
+    for name, ts in streams.items():
+        table = pa.table({"ID": pa.array(range(1, len(ts) + 1), pa.int32()),
+                          "A1": pa.array([float(i) for i in range(len(ts))], pa.float64()),
+                          "TS": pa.array(ts, pa.int64())})
+        path = f"{name}-00001-of-00001.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(table, directory / path)
+        else:
+            pacsv.write_csv(table, directory / path)
+        entries.append({"name": name, "columns": ["ID", "A1", "TS"], "rows": len(ts),
+                        "files": [{"path": path, "rows": len(ts)}]})
+    manifest = {"kind": "cepkit.datagen-manifest", "schema_version": 1, "generator": "test", "format": fmt,
+                "start_epoch_ms": start_epoch_ms, "streams": entries,
+                "files": [{"stream": e["name"], **f} for e in entries for f in e["files"]]}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def fresh_dir(tmp_path: Path) -> Path:
+    """A new directory under tmp_path: every hypothesis example of a test shares its tmp_path."""
+    return Path(tempfile.mkdtemp(dir=tmp_path))
+
+
+def validate_pairs_argv(data: Path, strategies: Path, out: Path, *extra: str) -> list[str]:
+    """The arguments of `cepkit validate pairs` for a dataset, its strategies and a report directory."""
+    return ["validate", "pairs", "--data", str(data), "--strategies", str(strategies), "--out", str(out), *extra]

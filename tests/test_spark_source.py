@@ -17,7 +17,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from datagen.pairs import generate_pairs
 from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
-from harness.driver import Driver
+from harness.playback import Driver
 from kit.wire.protocol import OffsetEvictedError
 from spark_runtime.source import (DriverSource, DriverStreamReader, OffsetRange, SourceOptions, spark_ddl,
                                   split_range)

@@ -31,7 +31,8 @@ from validator.compare import compare_stream
 from validator.latency import per_second_counts, pscore_for_run, stream_latency
 from validator.outputlog import Clocks
 from validator.pairs_run import PairsValidation, validate_pairs
-from validator.report import ReportInputs, StrategyChart, format_text_report, pscore_lines_from_summary, write_report
+from validator.report import format_text_report
+from validator.report_page import ReportInputs, StrategyChart, pscore_lines_from_summary, write_report
 
 W0 = 1_790_000_000_000
 T0 = 1_767_623_400_000

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kit.workload import TableJoin, WindowJoin
-from kit.workload.queries import INPUT_TS, out_name
+from kit.workload.query_base import INPUT_TS, out_name
 from validator.micro_inputs import where_mask
 
 

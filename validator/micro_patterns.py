@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kit.workload import Pattern
-from kit.workload.queries import INPUT_TS, out_name, split_qualified
+from kit.workload.query_base import INPUT_TS, out_name, split_qualified
 from validator.micro_inputs import where_mask
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from kit.errors import CepkitError
 from kit.workload import (CountWindowAggregation, Filter, Pattern, Query, QuerySet, TableJoin,
                           TimeWindowAggregation, TwoLevelAggregation, WindowJoin)
-from kit.workload.queries import INPUT_TS
+from kit.workload.query_base import INPUT_TS
 from validator.micro_inputs import load_micro_dataset, where_mask
 from validator.micro_joins import table_join, window_join
 from validator.micro_patterns import pattern_matches

@@ -2,7 +2,7 @@
 
 `write_suite_report(title, mode, points, out_dir)` writes `out_dir/report.html`, one self-contained
 page (figures are PNG data URIs; nothing else is written) in the look of the Pairs report
-(validator.report, validator.plots). It shows:
+(validator.report_page, validator.plots). It shows:
 
 - the points' table: params, queries, status, verdict, rate, p50/p99 with the count of latencies
   and the p99's 95 % interval (worded by validator.order_stats), CPU and peak RSS;
@@ -39,7 +39,8 @@ from validator import plots
 from validator.adaptivity import PEAK, AdaptivityMetrics
 from validator.order_stats import Percentile, percentile_text
 from validator.outputlog import ARRIVAL_TS, INPUT_TS, Clocks, read_output_log, read_resources
-from validator.report import FAILED, PASSED, adaptivity_rows, data_uri, environment
+from validator.report import FAILED, PASSED
+from validator.report_page import adaptivity_rows, data_uri, environment
 
 TEMPLATE = "micro_report.html.j2"
 MODES = ("fixed-rate", "sustainable")

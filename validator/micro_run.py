@@ -19,7 +19,7 @@ from kit.errors import CepkitError
 from kit.profiles import RateProfile
 from kit.workload import Workload, output_schema
 from kit.records import Field, RecordSchema
-from kit.workload.queries import INPUT_TS, WINDOW_END
+from kit.workload.query_base import INPUT_TS, WINDOW_END
 from validator.compare import StreamComparison, compare_stream
 from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
 from validator.micro_reference import expected_for_dataset

@@ -19,7 +19,7 @@ import pandas as pd
 
 from kit.errors import CepkitError
 from kit.workload import CountWindowAggregation, TimeWindowAggregation
-from kit.workload.queries import INPUT_TS, WINDOW_END
+from kit.workload.query_base import INPUT_TS, WINDOW_END
 
 EXPAND_CHUNK = 1 << 23       # elements per chunk when windows are expanded for STDEV/MEDIAN
 MAX_DENSE_PAIRS = 50_000_000  # (window, group) pairs a time-window query may enumerate

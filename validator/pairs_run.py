@@ -23,7 +23,8 @@ from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import INPUT_TS, Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
-from validator.report import ReportInputs, StrategyChart, format_text_report, pscore_lines, write_report
+from validator.report import format_text_report, pscore_lines
+from validator.report_page import ReportInputs, StrategyChart, write_report
 
 SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
 

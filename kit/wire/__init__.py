@@ -2,5 +2,5 @@
 client and the sink client.
 
 Engine-neutral and light (standard library and pyarrow only), so every engine's runtime can ship
-it to its workers; the harness holds the server sides (harness/driver.py, harness/sink.py).
+it to its workers; the harness holds the server sides (harness/playback.py, harness/sink.py).
 """

@@ -9,10 +9,10 @@ translators compile them, the validator computes reference answers from them. XM
 from kit.workload.aux import AUX_FILE, Correlation, PairsAux, load_aux
 from kit.workload.common import (SCHEMA_VERSION, STRATEGIES_KIND, SUITE_KIND, WORKLOAD_KIND, Comparison,
                                  SpecError, format_number)
-from kit.workload.queries import (CONSUMPTION_POLICIES, FUNCTIONS, INPUT_TS, Aggregate, CountWindowAggregation,
-                                  Filter, Pattern, PatternEvent, Query, QuerySet, TableJoin,
-                                  TimeWindowAggregation, TwoLevelAggregation, WindowJoin, field_type,
+from kit.workload.queries import (CONSUMPTION_POLICIES, CountWindowAggregation, Filter, Pattern, PatternEvent, Query,
+                                  QuerySet, TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin,
                                   output_schema)
+from kit.workload.query_base import FUNCTIONS, INPUT_TS, Aggregate, field_type
 from kit.workload.strategies import (AVAILABLE_FUNDS_CENTS, BANDS_MULTIPLIERS, NUM_PERIODS, PERIOD_LENGTHS_S,
                                      STOP_LOSS_PERCS, PairsStrategy, StrategySet)
 from kit.workload.suite import METRICS, Dataset, Load, Param, Suite, Workload

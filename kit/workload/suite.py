@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from kit.config import MAX_DURATION_S, MAX_RATE_EPS
 from kit.profiles import PROFILE_NAMES
 from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug
-from kit.workload.queries import TABLE_NAME, QuerySet, check_queries
+from kit.workload.queries import QuerySet, check_queries
+from kit.workload.query_base import TABLE_NAME
 
 # Table 4.2's metrics column.
 METRICS = ("throughput", "memory", "max-latency", "latency-degradation", "recovery-time",

@@ -18,8 +18,9 @@ from lxml import etree
 from kit.errors import CepkitError, at
 from kit.workload.aux import PairsAux
 from kit.workload.common import Comparison, SpecError, parse_number
-from kit.workload.queries import (Aggregate, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
-                                  TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin)
+from kit.workload.queries import (CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet, TableJoin,
+                                  TimeWindowAggregation, TwoLevelAggregation, WindowJoin)
+from kit.workload.query_base import Aggregate
 from kit.workload.strategies import PairsStrategy, StrategySet, check_against_aux
 from kit.workload.suite import Dataset, Load, Param, Suite, Workload
 from kit.workload.xsd import ROOT_SCHEMAS, first_error

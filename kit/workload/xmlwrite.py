@@ -15,8 +15,9 @@ from lxml import etree
 from kit.atomic import atomic_write
 from kit.workload.common import (SCHEMA_VERSION, STRATEGIES_KIND, SUITE_KIND, WORKLOAD_KIND, Comparison,
                                  format_number)
-from kit.workload.queries import (Aggregate, CountWindowAggregation, Filter, Pattern, TableJoin,
-                                  TimeWindowAggregation, TwoLevelAggregation, WindowJoin)
+from kit.workload.queries import (CountWindowAggregation, Filter, Pattern, TableJoin, TimeWindowAggregation,
+                                  TwoLevelAggregation, WindowJoin)
+from kit.workload.query_base import Aggregate
 from kit.workload.strategies import StrategySet
 from kit.workload.suite import Suite, Workload
 
