@@ -30,8 +30,10 @@ from pathlib import Path
 # Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from cepkit_app.pipelines.micro import MicroSuiteRequest, p99_detail, run_micro_suite  # noqa: E402
+from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite  # noqa: E402
+from cepkit_app.pipelines.micro_summary import p99_detail  # noqa: E402
 from cepkit_app.pipelines.sustainable import SearchConfig  # noqa: E402
+from kit.config import load_config  # noqa: E402
 from kit.paths import fresh_path  # noqa: E402
 from kit.shipped import SUITE_NAMES, suite_path  # noqa: E402
 from kit.workload import TableJoin, TimeWindowAggregation, read_suite  # noqa: E402
@@ -39,9 +41,9 @@ from validator.micro_report import p99_cell  # noqa: E402
 
 # name: (suite, settings, which of its workloads)
 VARIANTS = {
-    "native-window": ("time-windows", ('run.time_windows="native"',),
+    "native-window": ("time-windows", {"run.time_windows": "native"},
                       lambda w: any(isinstance(q, TimeWindowAggregation) for q in w.queries)),
-    "jdbc": ("joins", ('run.database_join="jdbc"',),
+    "jdbc": ("joins", {"run.database_join": "jdbc"},
              lambda w: any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries)),
 }
 
@@ -99,7 +101,7 @@ def main() -> int:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
     count, started = 0, time.time()
-    passes = [(name, name, (), lambda w: True) for name in args.suites.split(",") if name]
+    passes = [(name, name, {}, lambda w: True) for name in args.suites.split(",") if name]
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
     only = set(filter(None, args.workloads.split(",")))
     for label, name, settings, wanted in passes:
@@ -112,7 +114,7 @@ def main() -> int:
                               start_rate_eps=starts.get(name, starts[""]), growth=args.growth,
                               start_rates=tuple((w, r) for w, r in starts.items() if w in keep),
                               precision=args.precision, validate_steps=False)
-        req = MicroSuiteRequest(None, (*args.overrides, *settings), suite,
+        req = MicroSuiteRequest(load_config(None, args.overrides, settings), suite,
                                 fresh_path(Path(args.runs), label.replace(" (", "-").rstrip(")")), keep)
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)
         for w, r in zip(req.selected(), results):
