@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/cepkit pairs -c specs/configs/quick.toml "$@"
+exec .venv/bin/cepkit pairs -c quick "$@"
