@@ -71,7 +71,7 @@ def test_packages_import_only_downstream():
     assert not violations(REPO)
 
 
-@pytest.mark.parametrize("back_arrow", ["kit/config.py: import harness.sink",
+@pytest.mark.parametrize("back_arrow", ["kit/config/loading.py: import harness.sink",
                                         "validator/compare.py: from translators.spark import translate_pairs",
                                         "spark_runtime/app.py: from harness.sink import SinkServer",
                                         "harness/sink.py: from cepkit_app.cli import main"])

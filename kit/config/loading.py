@@ -1,0 +1,254 @@
+"""Loading a config: defaults, then a TOML file, then `--set section.key=value` overrides, then a
+command's own options as typed values, checked as a whole. Unknown keys are refused with the list
+of valid ones; a bad value names the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kit.config.limits import FieldError, range_text
+from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS, PLANS,
+                                 PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, Config)
+from kit.engines import ENGINE_NAMES
+from kit.errors import CepkitError, at
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted key a config accepts."""
+    out: list[str] = []
+    for name, tp in _hints(cls).items():
+        if _is_section(tp):
+            out.extend(valid_keys(tp, f"{prefix}{name}."))
+        else:
+            out.append(prefix + name)
+    return out
+
+
+# Which names a string key must be one of (for `cepkit config keys`).
+_CHOICES = {"RateConfig.profile": PROFILES, "RateConfig.arrivals": ARRIVALS, "PairsConfig.format": FORMATS,
+            "MicroConfig.format": FORMATS, "RunConfig.engine": ENGINE_NAMES, "RunConfig.plan": PLANS,
+            "RunConfig.stamp": STAMPS, "RunConfig.replay": REPLAYS, "RunConfig.output_format": FORMATS,
+            "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS}
+
+
+def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, 'type, range') for every key, e.g. ('pairs.scale_factor', 'integer, > 0 and <= 10000')."""
+    out: list[tuple[str, str]] = []
+    for name, tp in _hints(cls).items():
+        if _is_section(tp):
+            out.extend(describe_keys(tp, f"{prefix}{name}."))
+            continue
+        optional = isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union
+        base = next(a for a in typing.get_args(tp) if a is not type(None)) if optional else tp
+        kind = {int: "integer", float: "number", bool: "true or false", str: "string"}.get(
+            base, "array of strings")
+        choices = _CHOICES.get(f"{cls.__name__}.{name}")
+        if choices:
+            kind = f"one of {', '.join(choices)}"
+        text = ", ".join(filter(None, (kind, range_text(cls.__name__, name), "or auto" if optional else None)))
+        out.append((prefix + name, text))
+    return out
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str | None) -> Any:
+    optional = False
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        optional, tp = True, args[0]
+    if value is None or (optional and isinstance(value, str) and value.lower() in ("auto", "none", "")):
+        if optional:
+            return None
+        raise at(source, key, "must be set")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise at(source, key, f"must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise at(source, key, f"must be an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise at(source, key, f"must be a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise at(source, key, f"must be a string, got {value!r}")
+    if typing.get_origin(tp) is tuple:  # tuple[str, ...]: a TOML array of strings
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise at(source, key, f"must be an array of strings, got {value!r}")
+    raise TypeError(f"unsupported config type {tp!r} for {key}")
+
+
+def _build(cls: type, data: dict, prefix: str, source: str | None) -> Any:
+    hints = _hints(cls)
+    unknown = [k for k in data if k not in hints]
+    if unknown:
+        key = prefix + unknown[0]
+        raise at(source, key, f"unknown config key (valid: {', '.join(valid_keys())})")
+    kwargs: dict[str, Any] = {}
+    for name, tp in hints.items():
+        if name not in data:
+            continue
+        key = prefix + name
+        if _is_section(tp):
+            if not isinstance(data[name], dict):
+                raise at(source, key, "must be a table (section)")
+            kwargs[name] = _build(tp, data[name], key + ".", source)
+        else:
+            kwargs[name] = _coerce(data[name], tp, key, source)
+    try:
+        return cls(**kwargs)
+    except FieldError as e:
+        raise at(source, prefix + e.field_name, e.message) from None
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`section.key=value`; the value is read as a TOML literal, else kept as a bare string."""
+    if "=" not in text:
+        raise CepkitError(f"--set {text!r}: expected KEY=VALUE, e.g. pairs.scale_factor=2")
+    key, raw = text.split("=", 1)
+    key, raw = key.strip(), raw.strip()
+    if key not in valid_keys():
+        raise CepkitError(f"--set {key}: unknown config key (valid: {', '.join(valid_keys())})")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.split("."), value
+
+
+# A config is a few kB; anything much larger is not one (and /dev/zero must not fill the memory).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_toml(source: str) -> dict:
+    """The TOML table of the config file `source`; every way it cannot be read is one line
+    naming the file."""
+    try:
+        with open(source, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        if os.path.islink(source):
+            raise CepkitError(f"{source}: config file is a dangling symbolic link "
+                              f"(to {os.readlink(source)!r}, which does not exist)") from None
+        raise CepkitError(f"{source}: config file not found") from None
+    except IsADirectoryError:
+        raise CepkitError(f"{source}: is a directory, not a config file") from None
+    except NotADirectoryError:
+        raise CepkitError(f"{source}: config file not found (a part of the path is not a directory)") from None
+    except PermissionError:
+        raise CepkitError(f"{source}: cannot read the config file: permission denied") from None
+    except OSError as e:
+        raise CepkitError(f"{source}: cannot read the config file: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise CepkitError(f"{source}: not a config file: larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = bytes(e.object)
+        line = bad[:e.start].count(b"\n") + 1
+        raise CepkitError(f"{source}:{line}: not UTF-8 text (byte 0x{bad[e.start]:02x}); "
+                          "a config file is TOML") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise CepkitError(f"{source}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise CepkitError(f"{source}: invalid TOML: nested too deeply") from None
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = (),
+                settings: Mapping[str, Any] | None = None) -> Config:
+    """Defaults, then the TOML file (if any), then each `--set` override (text, read as TOML), then
+    `settings` (typed values by dotted key, e.g. {"pairs.scale_factor": 4} from a command's own
+    options), checked as a whole."""
+    data: dict = {}
+    source = None
+    if path is not None:
+        source = os.fspath(path)
+        data = _read_toml(source)
+        kind = data.pop("kind", CONFIG_KIND)
+        version = data.pop("schema_version", CONFIG_SCHEMA_VERSION)
+        if kind != CONFIG_KIND:
+            raise at(source, "kind", f"expected {CONFIG_KIND!r}, got {kind!r}")
+        if version != CONFIG_SCHEMA_VERSION:
+            raise at(source, "schema_version", f"expected {CONFIG_SCHEMA_VERSION}, got {version!r}")
+    for text in overrides:
+        keys, value = parse_override(text)
+        _put(data, keys, value, source)
+    for key, value in (settings or {}).items():
+        _put(data, _known_key(key), value, source)
+    # Start from the default instance so section-specific defaults (micro.rate) survive a merge.
+    defaults = dataclasses.asdict(Config())
+    merged = _merge(defaults, data)
+    _drop_none(merged)
+    src = source if not overrides else (f"{source} + --set" if source else "--set")
+    return _build(Config, merged, "", src)
+
+
+def with_settings(config: Config, settings: Mapping[str, Any]) -> Config:
+    """`config` with some keys set to typed values (dotted keys), checked as a whole like a file."""
+    data = dataclasses.asdict(config)
+    for key, value in settings.items():
+        _put(data, _known_key(key), value, None)
+    _drop_none(data)
+    return _build(Config, data, "", None)
+
+
+def _known_key(key: str) -> list[str]:
+    if key not in valid_keys():
+        raise CepkitError(f"{key}: unknown config key (valid: {', '.join(valid_keys())})")
+    return key.split(".")
+
+
+def _put(data: dict, keys: list[str], value: Any, source: str | None) -> None:
+    node = data
+    for i, k in enumerate(keys[:-1]):
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):          # the file has `pairs = 3` and --set pairs.x=...
+            raise at(source, ".".join(keys[:i + 1]), "must be a table (section)")
+    node[keys[-1]] = value
+
+
+def _drop_none(d: dict) -> None:
+    for k in list(d):
+        if isinstance(d[k], dict):
+            _drop_none(d[k])
+        elif d[k] is None:
+            del d[k]
+
+
+def write_config(config: Config, path: Path) -> None:
+    """The resolved config as TOML at `path`, atomically and never over an existing file."""
+    from kit.atomic import atomic_write
+    atomic_write(Path(path), config.to_toml())

@@ -1,0 +1,226 @@
+"""The config's sections: frozen dataclasses that check themselves, and the names each choice
+may take.
+
+Mirrors the thesis' configuration file (B.6: output folders, scale factor, file count) and the
+data generator's parameters (B.1: symbols, correlations, strategies, rates, arrival law, test
+duration), plus `[run]`, how the harness drives the engine under test. Optional integers/floats
+left unset (absent in TOML, `auto` on the command line) are derived from the scale factor by
+`kit.scale.ScaleModel`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from kit import tomlio
+from kit.config.limits import check_values, choice, need, positive
+from kit.engines import ENGINE_NAMES
+
+CONFIG_KIND = "cepkit.config"
+CONFIG_SCHEMA_VERSION = 1
+FORMATS = ("parquet", "csv")
+ARRIVALS = ("poisson", "constant")
+PROFILES = ("standard", "adaptivity", "constant")
+# 2026-01-05 14:30:00 UTC, a Monday market open; any epoch works, this one is easy to read.
+DEFAULT_START_EPOCH_MS = 1_767_623_400_000
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """Output folders (thesis B.6: dGenFolder, qGenFolder, translatorFolder, validFolder)."""
+
+    datagen_dir: str = "data"
+    querygen_dir: str = "queries"
+    translator_dir: str = "impl"
+    validator_dir: str = "valid"
+    runs_dir: str = "runs"
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        for f in dataclasses.fields(self):
+            need(bool(getattr(self, f.name)), f.name, "must not be empty")
+
+
+@dataclass(frozen=True)
+class RateConfig:
+    """Arrival process. Unset rates come from the scale model (pairs) or the section default.
+
+    Ranges (LIMITS): duration_s 0.01 s .. 30 days, basis_rate_eps 0.001 .. 1e8 ev/s, peak_factor 1 .. 100.
+    """
+
+    profile: str = "standard"
+    quick: bool = False
+    duration_s: float | None = None      # rescale the profile to this total length, same shape; <= 30 days
+    basis_rate_eps: float | None = None  # events/s, <= 1e8
+    peak_factor: float = 1.5            # peak = basis x peak_factor, in [1, 100]
+    arrivals: str = "poisson"           # exponential inter-arrival times, or constant ones
+    varying: bool = True                # false: the basis rate throughout, same phases
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        choice(self, "profile", PROFILES)
+        choice(self, "arrivals", ARRIVALS)
+        need(not (self.quick and self.duration_s is not None), "quick",
+              f"cannot be combined with duration_s = {self.duration_s} (which already sets the length); "
+              "unset one of them")
+
+
+@dataclass(frozen=True)
+class PriceConfig:
+    """Geometric Brownian motion of tick prices; time is measured in simulated hours."""
+
+    correlation: float = 0.9            # in [-1, 1]
+    drift_per_hour: float = 0.0         # in [-1, 1]
+    volatility_per_hour: float = 0.02   # in [0, 10]
+    initial_min_cents: int = 1000       # 1 .. 100,000,000 (1 M dollars)
+    initial_max_cents: int = 10000      # initial_min_cents .. 100,000,000
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        need(self.initial_max_cents >= self.initial_min_cents, "initial_max_cents",
+              f"must be >= initial_min_cents ({self.initial_min_cents}), got {self.initial_max_cents!r}")
+
+
+@dataclass(frozen=True)
+class PairsConfig:
+    """Pairs data generation (thesis B.1 and B.6)."""
+
+    scale_factor: int = 1               # 1 .. 10,000 (1,000 markets, 100,000 symbols)
+    file_count: int = 1                 # 1 .. 1,000
+    seed: int = 42                      # 0 .. 2^63-1
+    format: str = "parquet"
+    symbols: int | None = None          # 2 .. 1,000,000
+    correlations: int | None = None     # 1 .. symbols/2
+    strategies: int | None = None       # 1 .. 1,000,000
+    start_epoch_ms: int = DEFAULT_START_EPOCH_MS    # 0 (1970) .. 7,258,118,400,000 (2200-01-01 UTC)
+    rate: RateConfig = field(default_factory=RateConfig)
+    prices: PriceConfig = field(default_factory=PriceConfig)
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        choice(self, "format", FORMATS)
+        if self.symbols is not None:
+            if self.correlations is not None:
+                need(self.correlations <= self.symbols // 2, "correlations",
+                      f"must be <= symbols/2 = {self.symbols // 2}, got {self.correlations}")
+
+
+@dataclass(frozen=True)
+class MicroConfig:
+    """Microbenchmark dataset (thesis Table 4.1 and the join table of Q6)."""
+
+    seed: int = 7                       # 0 .. 2^63-1
+    streams: int = 1                    # 1 .. 26 (S1..S26)
+    max_id: int = 1000                  # 1 .. 2^31-1
+    zipf_s: float = 0.0                 # 0: IDs equiprobable; > 0 (<= 100): bounded Zipf with this exponent
+    attributes: int = 4                 # 1 .. 1,000
+    table_rows: int = 0                 # 0: no join table; at most 2^31-1
+    table_attributes: int = 9           # 1 .. 1,000
+    file_count: int = 1                 # 1 .. 1,000 per stream
+    format: str = "parquet"
+    start_epoch_ms: int = DEFAULT_START_EPOCH_MS    # 0 (1970) .. 7,258,118,400,000 (2200-01-01 UTC)
+    rate: RateConfig = field(default_factory=lambda: RateConfig(profile="constant", basis_rate_eps=1000.0))
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        choice(self, "format", FORMATS)
+        need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
+
+
+PLANS = ("shared", "per-strategy")
+# Microbenchmark plans (translators/spark_micro.py): Q3 on the stateful core or Spark's window();
+# J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
+TIME_WINDOW_PLANS = ("core", "native")
+DATABASE_JOIN_PLANS = ("lookup", "jdbc")
+STAMPS = ("scheduled", "send")
+# How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
+# `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
+REPLAYS = ("recorded", "constant", "pull")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a benchmark run drives the engine under test (the harness).
+
+    - `speed`: simulated ms per wall-clock ms when the driver paces by tickTS (1.0: real time).
+    - `max_backlog_s` is Karimov's q^b as time: the run is stopped as unsustainable once the
+      backlog (released but not pulled events) stays above `max_backlog_s` seconds of input at the
+      profile's basis rate for `backlog_grace_s` seconds.
+    """
+
+    engine: str = "pyspark"
+    plan: str = "shared"
+    master: str = "local[*]"
+    shuffle_partitions: int = 2
+    source_partitions: int = 1          # offset ranges the engine's source reads in parallel per batch
+    trigger_ms: int = 0
+    speed: float = 1.0
+    stamp: str = "scheduled"
+    replay: str = "recorded"
+    replay_rate_eps: float | None = None    # replay = "constant": events per second
+    # The measurement interval in seconds on the run's time axis (simulated seconds for a recorded
+    # replay, wall seconds otherwise); unset: the rate profile's measured phases, or the whole run.
+    measure_from_s: float | None = None
+    measure_to_s: float | None = None
+    output_format: str = "parquet"
+    # Microbenchmark Q3: "core" (the stateful core, exact inputTS) or "native" (Spark's window()).
+    time_windows: str = "core"
+    # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
+    # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
+    database_join: str = "lookup"
+    max_backlog_s: float = 30.0
+    backlog_grace_s: float = 5.0
+    startup_timeout_s: float = 240.0
+    drain_timeout_s: float = 180.0
+    # The driver JVM's heap (spark.driver.memory). Spark's 1g default runs out when a backlog
+    # turns into one micro-batch of millions of rows collected on the driver (Q1 near 1 M ev/s).
+    driver_memory: str = "4g"
+    spark_conf: tuple[str, ...] = ()     # extra Spark settings, "key=value" each
+
+    def __post_init__(self) -> None:
+        check_values(self)              # every number finite and within LIMITS["RunConfig"]
+        choice(self, "engine", ENGINE_NAMES)
+        need(re.fullmatch(r"[1-9][0-9]*[kmgt]", self.driver_memory or "") is not None, "driver_memory",
+              f"must be a size like 4g or 2048m, got {self.driver_memory!r}")
+        for item in self.spark_conf:
+            need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
+                  f"entries must look like key=value, got {item!r}")
+        choice(self, "plan", PLANS)
+        choice(self, "time_windows", TIME_WINDOW_PLANS)
+        choice(self, "database_join", DATABASE_JOIN_PLANS)
+        choice(self, "stamp", STAMPS)
+        choice(self, "replay", REPLAYS)
+        need((self.replay == "constant") == (self.replay_rate_eps is not None), "replay_rate_eps",
+              "is required with replay = \"constant\" (cepkit pairs --rate) and only applies to it")
+        positive(self, "replay_rate_eps")
+        need(self.measure_from_s is None or self.measure_from_s >= 0, "measure_from_s",
+              f"must be >= 0, got {self.measure_from_s!r}")
+        need(self.measure_from_s is None or self.measure_to_s is None or self.measure_to_s > self.measure_from_s,
+              "measure_to_s", f"must be > measure_from_s ({self.measure_from_s}), got {self.measure_to_s!r}")
+        choice(self, "output_format", FORMATS)
+        need(bool(self.master), "master", "must not be empty")
+        positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
+        need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
+        need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
+
+    def backlog_limit_events(self, mean_eps: float | None) -> int | None:
+        """q^b in events: `max_backlog_s` seconds of input at the mean release rate, at least 1000
+        events; None when nothing sets the pace (a pulled replay is never more than its pull
+        window ahead of the engine)."""
+        return None if mean_eps is None else max(1000, int(self.max_backlog_s * mean_eps))
+
+
+@dataclass(frozen=True)
+class Config:
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    pairs: PairsConfig = field(default_factory=PairsConfig)
+    micro: MicroConfig = field(default_factory=MicroConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict:
+        return {"kind": CONFIG_KIND, "schema_version": CONFIG_SCHEMA_VERSION, **dataclasses.asdict(self)}
+
+    def to_toml(self) -> str:
+        return tomlio.dumps(self.to_dict())
