@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 
 from kit.cli.pairs_pipeline import PairsRunRequest, run_pairs_pipeline  # noqa: E402
 from kit.config import load_config  # noqa: E402
+from kit.jsonfile import read_json_object  # noqa: E402
 from kit.paths import REPO_ROOT, fresh_path  # noqa: E402
 from kit.profiles import profile_from_dict  # noqa: E402
 from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,  # noqa: E402
@@ -54,7 +55,7 @@ def _latency(run_dir: Path, manifest: dict) -> LatencyStats | None:
 def _order_p99(run_dir: Path) -> str | None:
     """The pscore's MarketOrder p99 with its order count and interval, from the validation summary."""
     path = run_dir / "report" / "summary.json"
-    pscore = json.loads(path.read_text()).get("pscore") if path.exists() else None
+    pscore = read_json_object(path).get("pscore") if path.exists() else None
     if pscore is None:
         return None
     p = Pscore(**pscore).p99

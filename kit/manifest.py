@@ -6,8 +6,8 @@ specs/datagen-micro.md) has a `manifest.json` with `kind = "cepkit.datagen-manif
 write them, byte sizes and sha256). The generators write it (they take the constants below); the
 harness and the validator read it here, and nowhere else:
 
-- `load_manifest(dir)` parses the JSON (an error names the file and the line), checks `kind`,
-  `schema_version`, `format`, `start_epoch_ms` and the file lists (`files`, `streams[i].files`,
+- `load_manifest(dir)` parses the JSON (`kit.jsonfile`: an error names the file and the line),
+  checks `kind`, `schema_version`, `format`, `start_epoch_ms` and the file lists (`files`, `streams[i].files`,
   `table`), and confines every listed path, `aux_file` included, to the dataset directory: no
   absolute path, no `..`, no symlink that resolves outside it. It touches no data file.
 - `verify_files(m, checksums=...)` checks that every listed file is present and a regular file,
@@ -28,7 +28,6 @@ data file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from kit.datafiles import PROGRESS_MIN_BYTES, Progress, Ticker, file_digest, is_digested, parquet_rows
 from kit.errors import CepkitError, at
+from kit.jsonfile import read_json_object
 
 KIND = "cepkit.datagen-manifest"
 SCHEMA_VERSION = 1
@@ -146,7 +146,7 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
     if not directory.is_dir():
         raise CepkitError(f"{directory}: dataset directory not found")
     mpath = directory / FILE_NAME
-    doc = _parse(mpath)
+    doc = read_json_object(mpath, missing="not found: not a cepkit dataset directory", what="a manifest file")
 
     kind = doc.get("kind")
     if kind != KIND:
@@ -187,40 +187,6 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
             raise at(mpath, "aux_file", f"expected a file name, got {_show(aux)}")
         aux_path = lister.inside(aux, "aux_file")
     return Manifest(directory, mpath, doc, fmt, start, files, streams, table, aux_path)
-
-
-def _parse(mpath: Path) -> dict:
-    try:
-        data = mpath.read_bytes()
-    except FileNotFoundError:
-        raise at(mpath, None, "not found: not a cepkit dataset directory") from None
-    except IsADirectoryError:
-        raise at(mpath, None, "is a directory, not a manifest file") from None
-    except OSError as e:
-        raise at(mpath, None, f"cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise at(mpath, data[:e.start].count(b"\n") + 1, "not UTF-8 text") from None
-    try:
-        doc = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    except _Constant as e:
-        raise at(mpath, None, f"invalid JSON: {e} is not a JSON number") from None
-    except RecursionError:
-        raise at(mpath, None, "invalid JSON: nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise at(mpath, 1, "expected a JSON object")
-    return doc
-
-
-class _Constant(ValueError):
-    pass
-
-
-def _no_constant(name: str):
-    raise _Constant(name)
 
 
 def _show(v) -> str:

@@ -16,7 +16,6 @@ listed order, rows in file order.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
+from kit.jsonfile import read_json_object
 from kit.records import RecordSchema
 
 KIND = "cepkit.output-log"
@@ -174,16 +174,8 @@ def read_resources(path: str | Path) -> pd.DataFrame | None:
 # -- output-log.json -------------------------------------------------------------------------
 
 def _read_meta(lpath: Path) -> dict:
-    try:
-        meta = json.loads(lpath.read_text())
-    except FileNotFoundError:
-        raise CepkitError(f"{lpath}: not found; is {lpath.parent} an engine output log?") from None
-    except json.JSONDecodeError as e:
-        raise at(lpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CepkitError(f"{lpath}: cannot read: {_first_line(e)}") from None
-    if not isinstance(meta, dict):
-        raise at(lpath, 1, "expected a JSON object")
+    meta = read_json_object(lpath, missing=f"not found; is {lpath.parent} an engine output log?",
+                            what="an output log")
     if meta.get("kind") != KIND:
         raise at(lpath, "kind", f"expected {KIND!r}, got {meta.get('kind')!r}")
     if type(meta.get("schema_version")) is not int or meta["schema_version"] != SCHEMA_VERSION:   # not True

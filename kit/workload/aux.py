@@ -7,12 +7,12 @@ dataset. The layout is documented in `specs/DATA.md`.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.errors import CepkitError, at
+from kit.errors import at
+from kit.jsonfile import read_json_object
 from kit.workload.common import SpecError, as_tuple, integer, need
 
 AUX_KIND = "cepkit.pairs-aux"
@@ -104,16 +104,7 @@ def aux_path(path: str | os.PathLike) -> Path:
 def load_aux(path: str | os.PathLike) -> PairsAux:
     """Read `pairs-aux.json` (or a dataset directory holding one); errors are one line naming the file."""
     p = aux_path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CepkitError(f"{p}: auxiliary file not found") from None
-    except OSError as e:
-        raise CepkitError(f"{p}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise CepkitError(f"{p}: not UTF-8 text (byte {e.start}): not an auxiliary file") from None
-    except json.JSONDecodeError as e:
-        raise at(p, e.lineno, f"invalid JSON: {e.msg}") from None
+    doc = read_json_object(p, missing="auxiliary file not found", what="an auxiliary file")
     try:
         return aux_from_document(doc)
     except SpecError as e:
