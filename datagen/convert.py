@@ -40,7 +40,7 @@ from datagen.convert_csv import Chunk, CsvRecords, Layout, check_readable, parse
 from datagen.convert_pairs import Pair, aux_document, check_pairs_present, read_correlations
 from datagen.csv_values import INT32_MAX, check_time_format, printable
 from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, arrow_schema, library_versions, sha256_of, write_json)
+                            SplitWriter, StagedDir, library_versions, sha256_of, write_json)
 from datagen.pairs import AUX_FILE, TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.config import FORMATS
 from kit.errors import CepkitError, at
@@ -353,7 +353,7 @@ def convert_csv(spec: ConvertSpec, out_dir: Path, progress: Progress | None = No
 def _output_schema(spec: ConvertSpec, layout: Layout) -> pa.Schema:
     if spec.kind == "ticks":
         return TICK_FILE_SCHEMA if spec.format == "parquet" else TICK_CSV_SCHEMA
-    return arrow_schema(micro_event(len(layout.columns) - 2, MICRO_STREAM))
+    return micro_event(len(layout.columns) - 2, MICRO_STREAM).arrow_schema(nullable=False)
 
 
 def _to_table(schema: pa.Schema, chunk: Chunk) -> pa.Table:

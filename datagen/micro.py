@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from datagen.arrivals import ArrivalStream
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, arrow_schema, library_versions, sha256_of, write_json)
+                            SplitWriter, StagedDir, library_versions, sha256_of, write_json)
 from kit.atomic import check_free_space
 from kit.config import MicroConfig
 from kit.errors import CepkitError
@@ -152,7 +152,7 @@ def uniform_columns(rng: np.random.Generator, columns: int, rows: int) -> np.nda
 def write_stream(name: str, cfg: MicroConfig, profile: RateProfile, rngs: StreamRngs, ids: IdSampler,
                  directory: Path, on_chunk: Callable[[int], None]) -> dict:
     """Generate one stream's files; returns its manifest entry."""
-    schema = arrow_schema(micro_event(cfg.attributes, name))
+    schema = micro_event(cfg.attributes, name).arrow_schema(nullable=False)
     writer = SplitWriter(directory, name, schema, cfg.format, "TS",
                          file_bounds(profile, cfg.file_count, cfg.start_epoch_ms))
     arrivals = ArrivalStream(profile, rngs.arrivals, cfg.rate.arrivals)
@@ -188,7 +188,7 @@ def write_table(cfg: MicroConfig, rng: np.random.Generator, directory: Path,
     """The join table T: ID = 1..table_rows, each once, ascending; T1..TM in U(1, 100)."""
     if cfg.table_rows > INT32_MAX:
         raise CepkitError(f"micro.table_rows: IDs must fit a 32-bit int, got {cfg.table_rows}")
-    schema = arrow_schema(join_table(cfg.table_attributes, TABLE_NAME))
+    schema = join_table(cfg.table_attributes, TABLE_NAME).arrow_schema(nullable=False)
     path = directory / f"{TABLE_NAME}.{'parquet' if cfg.format == 'parquet' else 'csv'}"
     chunk = chunk_events(cfg.table_attributes)
     writer = _table_writer(path, schema, cfg.format)

@@ -24,8 +24,6 @@ from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
 from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
 from kit.datafiles import sha256_of  # noqa: F401  (one hasher, cached)
 
-ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
-
 
 @dataclass(frozen=True)
 class GeneratedDataset:
@@ -38,10 +36,6 @@ class GeneratedDataset:
     @property
     def total_rows(self) -> int:
         return int(self.manifest["total_rows"])
-
-
-def arrow_schema(record_schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in record_schema.fields])
 
 
 class SplitWriter:

@@ -32,6 +32,7 @@ from datagen.symbols import make_symbols
 from kit.atomic import check_free_space
 from kit.config import PairsConfig
 from kit.profiles import RateProfile
+from kit.records import STOCK_TICK_FILE
 from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
 
 AUX_KIND = "cepkit.pairs-aux"
@@ -44,13 +45,12 @@ CHUNK_EVENTS = 1 << 20
 BYTES_PER_TICK = {"parquet": 4.0, "csv": 36.0}
 DATASET_OVERHEAD_BYTES = 1 << 20
 
-TICK_FILE_SCHEMA = pa.schema([
-    pa.field("symbol", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-    pa.field("price", pa.int32(), nullable=False),
-    pa.field("size", pa.int32(), nullable=False),
-    pa.field("tickTS", pa.int64(), nullable=False),
-])
-TICK_CSV_SCHEMA = pa.schema([pa.field("symbol", pa.string(), nullable=False), *list(TICK_FILE_SCHEMA)[1:]])
+# The tick file columns (kit.records.STOCK_TICK_FILE). Parquet files dictionary-encode the symbol:
+# a few hundred symbols repeat every round, and the dictionary is how the chunks are built anyway.
+TICK_CSV_SCHEMA = STOCK_TICK_FILE.arrow_schema(nullable=False)
+TICK_FILE_SCHEMA = TICK_CSV_SCHEMA.set(
+    TICK_CSV_SCHEMA.get_field_index("symbol"),
+    pa.field("symbol", pa.dictionary(pa.int32(), pa.string()), nullable=False))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
 from kit.jsonfile import read_json_object
-from kit.records import RecordSchema
+from kit.records import RecordSchema, arrow_type
 
 KIND = "cepkit.output-log"
 SCHEMA_VERSION = 1
@@ -42,7 +42,6 @@ ARRIVAL_TS, INGEST_TS, BATCH_ID, INPUT_TS = "arrivalTS", "ingestTS", "batchId", 
 STAMPS = ((ARRIVAL_TS, True), (INGEST_TS, False), (BATCH_ID, False))
 RESOURCE_COLUMNS = ("ts_ms", "cpu_percent", "rss_bytes")
 
-_ARROW_TYPE = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
 _NULLABLE = {"int": pd.Int32Dtype(), "long": pd.Int64Dtype()}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _BITS = {"int": "an int (32 bits)", "long": "a long (64 bits)"}
@@ -295,7 +294,7 @@ def _check_arrow_type(path: Path, col: str, arr: pa.ChunkedArray, logical: str) 
     t = arr.type
     if pa.types.is_null(t):
         # A column with no non-null value (e.g. an empty file written from pandas) has no type.
-        return arr.cast(_ARROW_TYPE[logical])
+        return arr.cast(arrow_type(logical))
     value_type = t.value_type if pa.types.is_dictionary(t) else t
     if logical == "string":
         if not (pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
@@ -322,7 +321,7 @@ def _fit_integers(path: Path, fmt: str, col: str, arr: pa.ChunkedArray, logical:
     if pc.any(bad).as_py():
         row = _first_true(bad)
         raise _row_error(path, fmt, col, row, f"value {arr[row].as_py()} does not fit in {_BITS[logical]}")
-    return arr.cast(_ARROW_TYPE[logical])
+    return arr.cast(arrow_type(logical))
 
 
 def _parse_csv_column(path: Path, col: str, text: pa.ChunkedArray, logical: str) -> pa.ChunkedArray:
