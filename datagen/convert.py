@@ -39,11 +39,11 @@ from datagen import convert_csv as rows_io
 from datagen.convert_csv import Chunk, CsvRecords, Layout, check_readable, parsed_chunks
 from datagen.convert_pairs import Pair, aux_document, check_pairs_present, read_correlations
 from datagen.csv_values import INT32_MAX, check_time_format, printable
-from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, library_versions, sha256_of, write_json)
+from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of, write_json
 from datagen.pairs import AUX_FILE, TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.config import FORMATS
 from kit.errors import CepkitError, at
+from kit.manifest import write_manifest
 from kit.records import micro_event
 
 __all__ = ["ConvertSpec", "Pair", "SplitSampler", "convert_csv", "read_correlations"]
@@ -345,8 +345,7 @@ def convert_csv(spec: ConvertSpec, out_dir: Path, progress: Progress | None = No
                 check_pairs_present(spec.correlations, spec.input, pairs, set(written.symbols))
                 write_json(tmp / AUX_FILE, aux_document(spec.scale_factor, sorted(written.symbols), pairs))
                 aux_file = AUX_FILE
-            manifest = _manifest(spec, written, source_sha, aux_file)
-            write_json(tmp / MANIFEST_FILE, manifest)
+            manifest = write_manifest(tmp, "convert", **_manifest_fields(spec, written, source_sha, aux_file))
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)
 
 
@@ -394,12 +393,11 @@ def _write(spec: ConvertSpec, directory: Path, source: _Source) -> _Written:
     return _Written(layout, schema, writer.close(), rows, first_ts, last_ts, tuple(symbols))
 
 
-def _manifest(spec: ConvertSpec, w: _Written, source_sha: str, aux_file: str | None) -> dict:
+def _manifest_fields(spec: ConvertSpec, w: _Written, source_sha: str, aux_file: str | None) -> dict:
+    """The manifest's fields after its header (kit.manifest.write_manifest), in their documented order."""
     columns = [{"name": c.name, "source": c.source} if c.index is not None else
                {"name": c.name, "source": None, "value": c.value} for c in w.layout.columns]
     base = {
-        "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
-        "generator": "convert", "versions": library_versions(),
         "data_kind": spec.kind, "spec": spec.to_dict(),
         "source": {"file": spec.input.name, "sha256": source_sha, "bytes": spec.input.stat().st_size,
                    "rows": w.rows},

@@ -33,11 +33,11 @@ import pyarrow.parquet as pq
 
 from datagen.arrivals import ArrivalStream
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
-from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, library_versions, sha256_of, write_json)
+from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of
 from kit.atomic import check_free_space
 from kit.config import MicroConfig
 from kit.errors import CepkitError
+from kit.manifest import write_manifest
 from kit.profiles import RateProfile
 from kit.records import join_table, micro_event
 
@@ -238,16 +238,12 @@ def generate_micro(cfg: MicroConfig, out_dir: Path, *, config_toml: str | None =
         if table is not None:
             files.append({"stream": TABLE_NAME, "path": table["path"], "rows": table["rows"],
                           "bytes": table["bytes"], "sha256": table["sha256"]})
-        manifest = {
-            "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
-            "generator": "micro", "versions": library_versions(),
-            "seed": cfg.seed, "config": dataclasses.asdict(cfg), "profile": profile.to_dict(),
-            "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
-            "chunk_events": chunk_events(cfg.attributes), "ids": ids.describe(),
+        manifest = write_manifest(
+            tmp, "micro", seed=cfg.seed, config=dataclasses.asdict(cfg), profile=profile.to_dict(),
+            start_epoch_ms=cfg.start_epoch_ms, format=cfg.format,
+            chunk_events=chunk_events(cfg.attributes), ids=ids.describe(),
             # total_rows counts stream events (what the harness replays); the table's rows are
             # under table.rows.
-            "total_rows": sum(s["rows"] for s in streams),
-            "streams": streams, "table": table, "files": files,
-        }
-        write_json(tmp / MANIFEST_FILE, manifest)
+            total_rows=sum(s["rows"] for s in streams),
+            streams=streams, table=table, files=files)
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)

@@ -17,11 +17,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directory lives in kit.atomic)
-
-# The manifest's constants belong to its one reader, kit.manifest; re-exported for the generators.
-from kit.manifest import FILE_NAME as MANIFEST_FILE  # noqa: F401
-from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
-from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
 from kit.datafiles import sha256_of  # noqa: F401  (one hasher, cached)
 
 
@@ -102,9 +97,3 @@ class SplitWriter:
 def write_json(path: Path, data: dict) -> None:
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
-
-def library_versions() -> dict:
-    import numpy
-
-    import kit
-    return {"cepkit": kit.__version__, "numpy": numpy.__version__, "pyarrow": pa.__version__}

@@ -24,13 +24,13 @@ import numpy as np
 import pyarrow as pa
 
 from datagen.arrivals import ArrivalStream
-from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, library_versions, write_json)
+from datagen.output import GeneratedDataset, SplitWriter, StagedDir, write_json
 from datagen.prices import CorrelatedGBM
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.symbols import make_symbols
 from kit.atomic import check_free_space
 from kit.config import PairsConfig
+from kit.manifest import write_manifest
 from kit.profiles import RateProfile
 from kit.records import STOCK_TICK_FILE
 from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
@@ -174,15 +174,11 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
         write_json(tmp / AUX_FILE, aux_document(plan))
         if config_toml is not None:
             (tmp / "config.toml").write_text(config_toml)
-        manifest = {
-            "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
-            "generator": "pairs", "versions": library_versions(),
-            "seed": cfg.seed, "config": dataclasses.asdict(cfg),
-            "scale": dataclasses.asdict(plan.model), "profile": profile.to_dict(),
-            "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
-            "columns": [f.name for f in TICK_FILE_SCHEMA], "chunk_events": chunk,
-            "aux_file": AUX_FILE, "total_rows": total, "files": files,
-            "phases": phase_summary(profile, phase_rows),
-        }
-        write_json(tmp / MANIFEST_FILE, manifest)
+        manifest = write_manifest(
+            tmp, "pairs", seed=cfg.seed, config=dataclasses.asdict(cfg),
+            scale=dataclasses.asdict(plan.model), profile=profile.to_dict(),
+            start_epoch_ms=cfg.start_epoch_ms, format=cfg.format,
+            columns=[f.name for f in TICK_FILE_SCHEMA], chunk_events=chunk,
+            aux_file=AUX_FILE, total_rows=total, files=files,
+            phases=phase_summary(profile, phase_rows))
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)
