@@ -37,14 +37,15 @@ import pyarrow.compute as pc
 
 from datagen import convert_csv as rows_io
 from datagen.convert_csv import Chunk, CsvRecords, Layout, check_readable, parsed_chunks
-from datagen.convert_pairs import Pair, aux_document, check_pairs_present, read_correlations
+from datagen.convert_pairs import Pair, check_pairs_present, converted_aux, read_correlations
 from datagen.csv_values import INT32_MAX, check_time_format, printable
-from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of, write_json
-from datagen.pairs import AUX_FILE, TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
+from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of
+from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.config import FORMATS
 from kit.errors import CepkitError, at
 from kit.manifest import write_manifest
 from kit.records import micro_event
+from kit.workload.aux import write_aux
 
 __all__ = ["ConvertSpec", "Pair", "SplitSampler", "convert_csv", "read_correlations"]
 
@@ -343,8 +344,7 @@ def convert_csv(spec: ConvertSpec, out_dir: Path, progress: Progress | None = No
             aux_file = None
             if pairs is not None:
                 check_pairs_present(spec.correlations, spec.input, pairs, set(written.symbols))
-                write_json(tmp / AUX_FILE, aux_document(spec.scale_factor, sorted(written.symbols), pairs))
-                aux_file = AUX_FILE
+                aux_file = write_aux(tmp, converted_aux(spec.scale_factor, sorted(written.symbols), pairs)).name
             manifest = write_manifest(tmp, "convert", **_manifest_fields(spec, written, source_sha, aux_file))
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)
 

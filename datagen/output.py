@@ -8,7 +8,6 @@ time boundaries; each file's sha256 and row count go into `manifest.json`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +91,4 @@ class SplitWriter:
                         "sha256": sha256_of(path), f"first_{self.col}": self.first[i],
                         f"last_{self.col}": self.last[i]})
         return out
-
-
-def write_json(path: Path, data: dict) -> None:
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from datagen.arrivals import ArrivalStream
-from datagen.output import GeneratedDataset, SplitWriter, StagedDir, write_json
+from datagen.output import GeneratedDataset, SplitWriter, StagedDir
 from datagen.prices import CorrelatedGBM
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.symbols import make_symbols
@@ -33,11 +33,9 @@ from kit.config import PairsConfig
 from kit.manifest import write_manifest
 from kit.profiles import RateProfile
 from kit.records import STOCK_TICK_FILE
+from kit.workload.aux import AUX_FILE, Correlation, PairsAux, write_aux
 from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
 
-AUX_KIND = "cepkit.pairs-aux"
-AUX_SCHEMA_VERSION = 1
-AUX_FILE = "pairs-aux.json"
 CHUNK_EVENTS = 1 << 20
 # Bytes a tick takes on disk, for the free-space check before a run: measured 2.1-3.0 (Parquet,
 # zstd; the price moves slowly and tickTS grows) and 32 (CSV), rounded up for price paths and
@@ -108,18 +106,15 @@ def check_room(cfg: PairsConfig, out_dir: Path, free: int | None = None) -> None
                      detail=f"{events:,.0f} expected ticks x {BYTES_PER_TICK[cfg.format]:g} bytes in {cfg.format}")
 
 
-def aux_document(plan: PairsPlan) -> dict:
+def pairs_aux(plan: PairsPlan) -> PairsAux:
+    """What `pairs-aux.json` records of the plan (written by kit.workload.aux.write_aux)."""
     m = plan.model
-    return {
-        "kind": AUX_KIND, "schema_version": AUX_SCHEMA_VERSION,
-        "scale_factor": m.scale_factor, "markets": m.markets, "num_symbols": m.symbols,
-        "num_correlations": len(plan.pairs), "num_strategies": m.strategies,
-        "max_strategies_per_pair": MAX_STRATEGIES_PER_PAIR,
-        "seed": plan.config.seed, "correlation": plan.config.prices.correlation,
-        "symbols": [{"symbol": s, "market": plan.market_of[i]} for i, s in enumerate(plan.symbols)],
-        "correlations": [{"symbol1": plan.symbols[a], "symbol2": plan.symbols[b], "market": plan.market_of[a]}
-                         for a, b in plan.pairs],
-    }
+    return PairsAux(
+        scale_factor=m.scale_factor, markets=m.markets, num_strategies=m.strategies,
+        max_strategies_per_pair=MAX_STRATEGIES_PER_PAIR, seed=plan.config.seed,
+        symbols=tuple((s, plan.market_of[i]) for i, s in enumerate(plan.symbols)),
+        correlations=tuple(Correlation(plan.symbols[a], plan.symbols[b], plan.market_of[a]) for a, b in plan.pairs),
+        correlation=plan.config.prices.correlation)
 
 
 def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None = None,
@@ -171,7 +166,7 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
             if progress:
                 progress(total, profile.expected_events)
         files = writer.close()
-        write_json(tmp / AUX_FILE, aux_document(plan))
+        write_aux(tmp, pairs_aux(plan))
         if config_toml is not None:
             (tmp / "config.toml").write_text(config_toml)
         manifest = write_manifest(

@@ -159,6 +159,14 @@ def test_aux_file(quick_pairs):
     assert set(paired) <= {s["symbol"] for s in aux["symbols"]}
 
 
+def test_aux_file_round_trips_through_its_one_model(quick_pairs, tmp_path):
+    from kit.workload.aux import load_aux, write_aux
+    model = load_aux(quick_pairs)
+    assert model.correlation == 0.9 and model.seed is not None
+    written = write_aux(tmp_path, model)
+    assert written.read_bytes() == (quick_pairs / "pairs-aux.json").read_bytes()
+
+
 def test_two_markets_pairs_stay_within_market(tmp_path):
     out = tmp_path / "sf11"
     generate_pairs(pairs_config(scale_factor=11, rate={"profile": "constant", "duration_s": 2.0}), out)
