@@ -39,9 +39,11 @@ from datagen import convert_csv as rows_io
 from datagen.convert_csv import Chunk, CsvRecords, Layout, check_readable, parsed_chunks
 from datagen.convert_pairs import Pair, check_pairs_present, converted_aux, read_correlations
 from datagen.csv_values import INT32_MAX, check_time_format, printable
-from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of
+from datagen.output import GeneratedDataset, SplitWriter
 from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
+from kit.atomic import StagedDir
 from kit.config import FORMATS
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError, at
 from kit.manifest import write_manifest
 from kit.records import micro_event

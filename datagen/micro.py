@@ -33,9 +33,10 @@ import pyarrow.parquet as pq
 
 from datagen.arrivals import ArrivalStream
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
-from datagen.output import GeneratedDataset, SplitWriter, StagedDir, sha256_of
-from kit.atomic import check_free_space
+from datagen.output import GeneratedDataset, SplitWriter
+from kit.atomic import StagedDir, check_free_space
 from kit.config import MicroConfig
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 from kit.manifest import write_manifest
 from kit.profiles import RateProfile

@@ -1,9 +1,10 @@
-"""Where generated datasets land and how they are written.
+"""How generated datasets' data files are written, and what a generator returns.
 
-A dataset is written into a hidden staging directory next to its final place and renamed into
-place only when complete (`kit.atomic.StagedDir`, re-exported here), so an interrupted run never
-leaves a directory that looks finished and never touches an earlier dataset. Rows go to `file_count` files (Parquet or CSV) split at given
-time boundaries; each file's sha256 and row count go into `manifest.json`.
+The generators write a dataset into a hidden staging directory next to its final place
+(`kit.atomic.StagedDir`), renamed into place only when complete, so an interrupted run never
+leaves a directory that looks finished and never touches an earlier dataset. `SplitWriter` sends
+rows to `file_count` files (Parquet or CSV) split at given time boundaries and describes each
+file (rows, bytes, sha256) for `manifest.json` (`kit.manifest.write_manifest`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directory lives in kit.atomic)
-from kit.datafiles import sha256_of  # noqa: F401  (one hasher, cached)
+from kit.datafiles import sha256_of
 
 
 @dataclass(frozen=True)

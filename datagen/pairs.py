@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 
 from datagen.arrivals import ArrivalStream
-from datagen.output import GeneratedDataset, SplitWriter, StagedDir
+from datagen.output import GeneratedDataset, SplitWriter
 from datagen.prices import CorrelatedGBM
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.symbols import make_symbols
-from kit.atomic import check_free_space
+from kit.atomic import StagedDir, check_free_space
 from kit.config import PairsConfig
 from kit.manifest import write_manifest
 from kit.profiles import RateProfile

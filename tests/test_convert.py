@@ -20,9 +20,9 @@ import datagen.convert as convert
 import datagen.convert_csv as csv_rows
 import datagen.csv_values as csv_values
 from datagen.convert import ConvertSpec, SplitSampler, convert_csv
-from datagen.output import sha256_of
 from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.cli import main
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 
 T0 = 1_767_623_400_000  # 2026-01-05 14:30:00 UTC

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from datagen.arrivals import ArrivalStream, arrival_times_ms
-from datagen.output import sha256_of
 from datagen.pairs import generate_pairs
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 from kit.profiles import adaptivity_profile, build_profile, constant_profile, standard_profile
 from tests.helpers import pairs_config, read_ticks
