@@ -16,10 +16,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-import datagen.convert as convert
 import datagen.convert_csv as csv_rows
+import datagen.convert_order as convert_order
 import datagen.csv_values as csv_values
-from datagen.convert import ConvertSpec, SplitSampler, convert_csv
+from datagen.convert import ConvertSpec, convert_csv
+from datagen.convert_order import SplitSampler
 from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.cli import main
 from kit.datafiles import sha256_of
@@ -271,7 +272,7 @@ def test_huge_numbers_are_refused_quickly():
 def test_many_rows_split_into_files_in_time_order(tmp_path, monkeypatch):
     # Small batches and a small sample buffer exercise batching across chunks and stride doubling.
     monkeypatch.setattr(csv_rows, "CHUNK_ROWS", 97)
-    monkeypatch.setattr(convert, "SPLIT_SAMPLES", 64)
+    monkeypatch.setattr(convert_order, "SPLIT_SAMPLES", 64)
     rng = np.random.default_rng(4)
     n = 5000
     ts = np.sort(rng.integers(0, 2000, n)) + T0   # many ties
@@ -419,7 +420,7 @@ def test_ties_never_leave_a_file_empty(tmp_path):
     src = write(tmp_path, "e.csv", "ID,A1,TS\n" + "".join(f"{i},1,{t}\n" for i, t in enumerate([1] * 6 + [2, 3])))
     ds = convert_csv(ConvertSpec(src, file_count=3), tmp_path / "out")
     assert [f["rows"] for f in ds.manifest["files"]] == [6, 1, 1]
-    assert convert.split_bounds(np.array([1, 1, 1, 1, 1, 1, 2, 3]), 1, 8, 2) == [2]
+    assert convert_order.split_bounds(np.array([1, 1, 1, 1, 1, 1, 2, 3]), 1, 8, 2) == [2]
 
 
 # --- the real-looking CSV in tests/data/real ------------------------------------------------
