@@ -30,14 +30,9 @@ import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
 from kit.jsonfile import read_json_object
+from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, INGEST_TS, KIND, LOG_NAME, PACINGS, SCHEMA_VERSION
 from kit.records import RecordSchema, arrow_type
 
-KIND = "cepkit.output-log"
-SCHEMA_VERSION = 1
-FORMATS = ("parquet", "csv")
-PACINGS = ("tickts", "rate", "pull")
-LOG_NAME = "output-log.json"
-ARRIVAL_TS, INGEST_TS, BATCH_ID, INPUT_TS = "arrivalTS", "ingestTS", "batchId", "inputTS"
 # The harness sink's stamps: every one is a wall-clock long (batchId a long id).
 STAMPS = ((ARRIVAL_TS, True), (INGEST_TS, False), (BATCH_ID, False))
 RESOURCE_COLUMNS = ("ts_ms", "cpu_percent", "rss_bytes")
