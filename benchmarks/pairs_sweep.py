@@ -27,9 +27,11 @@ import numpy as np  # noqa: E402
 
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline  # noqa: E402
 from kit.config import load_config  # noqa: E402
+from kit.jsonfile import read_json_object  # noqa: E402
+from kit.manifest import load_manifest  # noqa: E402
 from kit.paths import fresh_path  # noqa: E402
+from kit.profiles import RateProfile  # noqa: E402
 from kit.shipped import config_path  # noqa: E402
-from kit.profiles import profile_from_dict  # noqa: E402
 from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,  # noqa: E402
                                measurement_mask)
 from validator.order_stats import percentile_text  # noqa: E402
@@ -38,10 +40,9 @@ from validator.outputlog import read_output_log  # noqa: E402
 P99_LIMIT_MS = 2000.0
 
 
-def _latency(run_dir: Path, manifest: dict) -> LatencyStats | None:
+def _latency(run_dir: Path, profile: RateProfile) -> LatencyStats | None:
     """Event-time latency of every output row whose input is in the measurement interval."""
     log = read_output_log(run_dir / "engine" / "outputs")
-    profile = profile_from_dict(manifest["profile"])
     lat = []
     for name in ("Indicator", "MarketOrder"):
         rows = log.stream(name)
@@ -55,7 +56,7 @@ def _latency(run_dir: Path, manifest: dict) -> LatencyStats | None:
 def _order_p99(run_dir: Path) -> str | None:
     """The pscore's MarketOrder p99 with its order count and interval, from the validation summary."""
     path = run_dir / "report" / "summary.json"
-    pscore = json.loads(path.read_text()).get("pscore") if path.exists() else None
+    pscore = read_json_object(path).get("pscore") if path.exists() else None
     if pscore is None:
         return None
     p = Pscore(**pscore).p99
@@ -69,14 +70,15 @@ def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | N
     started = time.time()
     outcome = run_pairs_pipeline(PairsRunRequest(config, run_dir, strategy_limit=limit),
                                  stage=lambda s: print(f"  [{plan} SF={sf}] {s}", file=sys.stderr, flush=True))
-    manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
-    duration_s = manifest["profile"]["duration_ms"] / 1000
+    manifest = load_manifest(run_dir / "data")
+    profile = manifest.rate_profile()
+    duration_s = profile.duration_ms / 1000
     eng = outcome.engine
     strategies = (run_dir / "strategies.xml").read_text().count("<PairsStrategy ")
-    stats = _latency(run_dir, manifest) if outcome.status != "failed" else None
+    stats = _latency(run_dir, profile) if outcome.status != "failed" else None
     p50, p99 = (None, None) if stats is None else (stats.p50_ms, stats.p99_ms)
-    return {"sf": sf, "plan": plan, "mean_eps": manifest["total_rows"] / duration_s,
-            "peak_eps": manifest["scale"]["peak_rate_eps"], "strategies": strategies, "p50_ms": p50, "p99_ms": p99,
+    return {"sf": sf, "plan": plan, "mean_eps": manifest.get("total_rows") / duration_s,
+            "peak_eps": manifest.get("scale")["peak_rate_eps"], "strategies": strategies, "p50_ms": p50, "p99_ms": p99,
             "latencies": None if stats is None else stats.count,
             "p99": None if stats is None else percentile_text(stats.percentile("p99"), unit="", short=True),
             "order_p99_ms": outcome.p99_ms, "order_p99": _order_p99(run_dir), "pscore": outcome.pscore,

@@ -1,5 +1,6 @@
 """The correlated pairs of a converted tick dataset: the user's pairs CSV (symbol1, symbol2) and
-the `pairs-aux.json` built from it, which the query generator reads as it reads a generated one."""
+the `pairs-aux.json` model built from it (written by kit.workload.aux), which the query generator
+reads as it reads a generated one."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 from datagen.convert_csv import CsvRecords, check_readable
 from datagen.csv_values import printable
-from datagen.pairs import AUX_KIND, AUX_SCHEMA_VERSION
 from kit.errors import at
 from kit.scale import MAX_STRATEGIES_PER_PAIR, STRATEGIES_PER_SF
+from kit.workload.aux import Correlation, PairsAux
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,16 @@ def check_pairs_present(correlations: Path, source: Path, pairs: list[Pair], pre
                 raise at(os.fspath(correlations), p.line, f"symbol {s!r} does not occur in {source}")
 
 
-def aux_document(scale_factor: int, symbols: list[str], pairs: list[Pair]) -> dict:
-    """pairs-aux.json as datagen.pairs writes it; one market, no generator seed or correlation.
+def converted_aux(scale_factor: int, symbols: list[str], pairs: list[Pair]) -> PairsAux:
+    """pairs-aux.json of a converted dataset: one market, no generator seed or correlation.
 
     A user's data rarely has the 25 pairs per SF the scale model assumes: the strategy count is
     25 x SF capped at what the pairs hold (10 per pair), so the query generator's default fits
     (`querygen pairs --count` asks for another number)."""
-    return {
-        "kind": AUX_KIND, "schema_version": AUX_SCHEMA_VERSION,
-        "scale_factor": scale_factor, "markets": 1, "num_symbols": len(symbols),
-        "num_correlations": len(pairs),
-        "num_strategies": min(STRATEGIES_PER_SF * scale_factor, MAX_STRATEGIES_PER_PAIR * len(pairs)),
-        "max_strategies_per_pair": MAX_STRATEGIES_PER_PAIR,
-        "seed": None, "correlation": None,
-        "symbols": [{"symbol": s, "market": 0} for s in symbols],
-        "correlations": [{"symbol1": p.symbol1, "symbol2": p.symbol2, "market": 0} for p in pairs],
-    }
+    return PairsAux(
+        scale_factor=scale_factor, markets=1,
+        num_strategies=min(STRATEGIES_PER_SF * scale_factor, MAX_STRATEGIES_PER_PAIR * len(pairs)),
+        max_strategies_per_pair=MAX_STRATEGIES_PER_PAIR, seed=None,
+        symbols=tuple((s, 0) for s in symbols),
+        correlations=tuple(Correlation(p.symbol1, p.symbol2, 0) for p in pairs),
+        correlation=None)

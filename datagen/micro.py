@@ -33,11 +33,12 @@ import pyarrow.parquet as pq
 
 from datagen.arrivals import ArrivalStream
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
-from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, arrow_schema, library_versions, sha256_of, write_json)
-from kit.atomic import check_free_space
+from datagen.output import GeneratedDataset, SplitWriter
+from kit.atomic import StagedDir, check_free_space
 from kit.config import MicroConfig
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
+from kit.manifest import write_manifest
 from kit.profiles import RateProfile
 from kit.records import join_table, micro_event
 
@@ -152,7 +153,7 @@ def uniform_columns(rng: np.random.Generator, columns: int, rows: int) -> np.nda
 def write_stream(name: str, cfg: MicroConfig, profile: RateProfile, rngs: StreamRngs, ids: IdSampler,
                  directory: Path, on_chunk: Callable[[int], None]) -> dict:
     """Generate one stream's files; returns its manifest entry."""
-    schema = arrow_schema(micro_event(cfg.attributes, name))
+    schema = micro_event(cfg.attributes, name).arrow_schema(nullable=False)
     writer = SplitWriter(directory, name, schema, cfg.format, "TS",
                          file_bounds(profile, cfg.file_count, cfg.start_epoch_ms))
     arrivals = ArrivalStream(profile, rngs.arrivals, cfg.rate.arrivals)
@@ -188,7 +189,7 @@ def write_table(cfg: MicroConfig, rng: np.random.Generator, directory: Path,
     """The join table T: ID = 1..table_rows, each once, ascending; T1..TM in U(1, 100)."""
     if cfg.table_rows > INT32_MAX:
         raise CepkitError(f"micro.table_rows: IDs must fit a 32-bit int, got {cfg.table_rows}")
-    schema = arrow_schema(join_table(cfg.table_attributes, TABLE_NAME))
+    schema = join_table(cfg.table_attributes, TABLE_NAME).arrow_schema(nullable=False)
     path = directory / f"{TABLE_NAME}.{'parquet' if cfg.format == 'parquet' else 'csv'}"
     chunk = chunk_events(cfg.table_attributes)
     writer = _table_writer(path, schema, cfg.format)
@@ -238,16 +239,12 @@ def generate_micro(cfg: MicroConfig, out_dir: Path, *, config_toml: str | None =
         if table is not None:
             files.append({"stream": TABLE_NAME, "path": table["path"], "rows": table["rows"],
                           "bytes": table["bytes"], "sha256": table["sha256"]})
-        manifest = {
-            "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
-            "generator": "micro", "versions": library_versions(),
-            "seed": cfg.seed, "config": dataclasses.asdict(cfg), "profile": profile.to_dict(),
-            "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
-            "chunk_events": chunk_events(cfg.attributes), "ids": ids.describe(),
+        manifest = write_manifest(
+            tmp, "micro", seed=cfg.seed, config=dataclasses.asdict(cfg), profile=profile.to_dict(),
+            start_epoch_ms=cfg.start_epoch_ms, format=cfg.format,
+            chunk_events=chunk_events(cfg.attributes), ids=ids.describe(),
             # total_rows counts stream events (what the harness replays); the table's rows are
             # under table.rows.
-            "total_rows": sum(s["rows"] for s in streams),
-            "streams": streams, "table": table, "files": files,
-        }
-        write_json(tmp / MANIFEST_FILE, manifest)
+            total_rows=sum(s["rows"] for s in streams),
+            streams=streams, table=table, files=files)
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)

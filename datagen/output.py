@@ -1,14 +1,14 @@
-"""Where generated datasets land and how they are written.
+"""How generated datasets' data files are written, and what a generator returns.
 
-A dataset is written into a hidden staging directory next to its final place and renamed into
-place only when complete (`kit.atomic.StagedDir`, re-exported here), so an interrupted run never
-leaves a directory that looks finished and never touches an earlier dataset. Rows go to `file_count` files (Parquet or CSV) split at given
-time boundaries; each file's sha256 and row count go into `manifest.json`.
+The generators write a dataset into a hidden staging directory next to its final place
+(`kit.atomic.StagedDir`), renamed into place only when complete, so an interrupted run never
+leaves a directory that looks finished and never touches an earlier dataset. `SplitWriter` sends
+rows to `file_count` files (Parquet or CSV) split at given time boundaries and describes each
+file (rows, bytes, sha256) for `manifest.json` (`kit.manifest.write_manifest`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,15 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kit.atomic import StagedDir  # noqa: F401  (re-exported: the staged directory lives in kit.atomic)
-
-# The manifest's constants belong to its one reader, kit.manifest; re-exported for the generators.
-from kit.manifest import FILE_NAME as MANIFEST_FILE  # noqa: F401
-from kit.manifest import KIND as MANIFEST_KIND  # noqa: F401
-from kit.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # noqa: F401
-from kit.datafiles import sha256_of  # noqa: F401  (one hasher, cached)
-
-ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
+from kit.datafiles import sha256_of
 
 
 @dataclass(frozen=True)
@@ -38,10 +30,6 @@ class GeneratedDataset:
     @property
     def total_rows(self) -> int:
         return int(self.manifest["total_rows"])
-
-
-def arrow_schema(record_schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in record_schema.fields])
 
 
 class SplitWriter:
@@ -104,13 +92,3 @@ class SplitWriter:
                         f"last_{self.col}": self.last[i]})
         return out
 
-
-def write_json(path: Path, data: dict) -> None:
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
-def library_versions() -> dict:
-    import numpy
-
-    import kit
-    return {"cepkit": kit.__version__, "numpy": numpy.__version__, "pyarrow": pa.__version__}

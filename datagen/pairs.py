@@ -24,19 +24,18 @@ import numpy as np
 import pyarrow as pa
 
 from datagen.arrivals import ArrivalStream
-from datagen.output import (MANIFEST_FILE, MANIFEST_KIND, MANIFEST_SCHEMA_VERSION, GeneratedDataset,
-                            SplitWriter, StagedDir, library_versions, write_json)
+from datagen.output import GeneratedDataset, SplitWriter
 from datagen.prices import CorrelatedGBM
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.symbols import make_symbols
-from kit.atomic import check_free_space
+from kit.atomic import StagedDir, check_free_space
 from kit.config import PairsConfig
+from kit.manifest import write_manifest
 from kit.profiles import RateProfile
+from kit.records import STOCK_TICK_FILE
+from kit.workload.aux import AUX_FILE, Correlation, PairsAux, write_aux
 from kit.scale import MAX_STRATEGIES_PER_PAIR, ScaleModel
 
-AUX_KIND = "cepkit.pairs-aux"
-AUX_SCHEMA_VERSION = 1
-AUX_FILE = "pairs-aux.json"
 CHUNK_EVENTS = 1 << 20
 # Bytes a tick takes on disk, for the free-space check before a run: measured 2.1-3.0 (Parquet,
 # zstd; the price moves slowly and tickTS grows) and 32 (CSV), rounded up for price paths and
@@ -44,13 +43,12 @@ CHUNK_EVENTS = 1 << 20
 BYTES_PER_TICK = {"parquet": 4.0, "csv": 36.0}
 DATASET_OVERHEAD_BYTES = 1 << 20
 
-TICK_FILE_SCHEMA = pa.schema([
-    pa.field("symbol", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-    pa.field("price", pa.int32(), nullable=False),
-    pa.field("size", pa.int32(), nullable=False),
-    pa.field("tickTS", pa.int64(), nullable=False),
-])
-TICK_CSV_SCHEMA = pa.schema([pa.field("symbol", pa.string(), nullable=False), *list(TICK_FILE_SCHEMA)[1:]])
+# The tick file columns (kit.records.STOCK_TICK_FILE). Parquet files dictionary-encode the symbol:
+# a few hundred symbols repeat every round, and the dictionary is how the chunks are built anyway.
+TICK_CSV_SCHEMA = STOCK_TICK_FILE.arrow_schema(nullable=False)
+TICK_FILE_SCHEMA = TICK_CSV_SCHEMA.set(
+    TICK_CSV_SCHEMA.get_field_index("symbol"),
+    pa.field("symbol", pa.dictionary(pa.int32(), pa.string()), nullable=False))
 
 
 @dataclass(frozen=True)
@@ -108,18 +106,15 @@ def check_room(cfg: PairsConfig, out_dir: Path, free: int | None = None) -> None
                      detail=f"{events:,.0f} expected ticks x {BYTES_PER_TICK[cfg.format]:g} bytes in {cfg.format}")
 
 
-def aux_document(plan: PairsPlan) -> dict:
+def pairs_aux(plan: PairsPlan) -> PairsAux:
+    """What `pairs-aux.json` records of the plan (written by kit.workload.aux.write_aux)."""
     m = plan.model
-    return {
-        "kind": AUX_KIND, "schema_version": AUX_SCHEMA_VERSION,
-        "scale_factor": m.scale_factor, "markets": m.markets, "num_symbols": m.symbols,
-        "num_correlations": len(plan.pairs), "num_strategies": m.strategies,
-        "max_strategies_per_pair": MAX_STRATEGIES_PER_PAIR,
-        "seed": plan.config.seed, "correlation": plan.config.prices.correlation,
-        "symbols": [{"symbol": s, "market": plan.market_of[i]} for i, s in enumerate(plan.symbols)],
-        "correlations": [{"symbol1": plan.symbols[a], "symbol2": plan.symbols[b], "market": plan.market_of[a]}
-                         for a, b in plan.pairs],
-    }
+    return PairsAux(
+        scale_factor=m.scale_factor, markets=m.markets, num_strategies=m.strategies,
+        max_strategies_per_pair=MAX_STRATEGIES_PER_PAIR, seed=plan.config.seed,
+        symbols=tuple((s, plan.market_of[i]) for i, s in enumerate(plan.symbols)),
+        correlations=tuple(Correlation(plan.symbols[a], plan.symbols[b], plan.market_of[a]) for a, b in plan.pairs),
+        correlation=plan.config.prices.correlation)
 
 
 def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None = None,
@@ -171,18 +166,14 @@ def generate_pairs(cfg: PairsConfig, out_dir: Path, *, config_toml: str | None =
             if progress:
                 progress(total, profile.expected_events)
         files = writer.close()
-        write_json(tmp / AUX_FILE, aux_document(plan))
+        write_aux(tmp, pairs_aux(plan))
         if config_toml is not None:
             (tmp / "config.toml").write_text(config_toml)
-        manifest = {
-            "kind": MANIFEST_KIND, "schema_version": MANIFEST_SCHEMA_VERSION,
-            "generator": "pairs", "versions": library_versions(),
-            "seed": cfg.seed, "config": dataclasses.asdict(cfg),
-            "scale": dataclasses.asdict(plan.model), "profile": profile.to_dict(),
-            "start_epoch_ms": cfg.start_epoch_ms, "format": cfg.format,
-            "columns": [f.name for f in TICK_FILE_SCHEMA], "chunk_events": chunk,
-            "aux_file": AUX_FILE, "total_rows": total, "files": files,
-            "phases": phase_summary(profile, phase_rows),
-        }
-        write_json(tmp / MANIFEST_FILE, manifest)
+        manifest = write_manifest(
+            tmp, "pairs", seed=cfg.seed, config=dataclasses.asdict(cfg),
+            scale=dataclasses.asdict(plan.model), profile=profile.to_dict(),
+            start_epoch_ms=cfg.start_epoch_ms, format=cfg.format,
+            columns=[f.name for f in TICK_FILE_SCHEMA], chunk_events=chunk,
+            aux_file=AUX_FILE, total_rows=total, files=files,
+            phases=phase_summary(profile, phase_rows))
     return GeneratedDataset(Path(out_dir), manifest, time.perf_counter() - started)

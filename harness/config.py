@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import CepkitError
+from kit.outputlog import PACINGS
 
-PACINGS = ("tickts", "rate", "pull")
 STAMPS = ("scheduled", "send")
 # One minute covers every time-window slide of our suites (SEMANTICS.md section 1).
 DEFAULT_ALIGN_MS = 60_000

@@ -32,16 +32,11 @@ from kit.errors import at
 from kit.manifest import FILE_NAME as MANIFEST
 from kit.datafiles import Progress, csv_header, csv_value_error, first_decrease, first_line
 from kit.manifest import Manifest, read_manifest
-from kit.records import STOCK_TICK, STOCK_TICK_FILE, RecordSchema, micro_event
+from kit.records import STOCK_TICK, STOCK_TICK_FILE, micro_event
 
 TICKS_STREAM = STOCK_TICK.name        # the one stream of a tick dataset
 STREAM_COLUMN = "stream"              # added when several micro streams are merged
 TS_COLUMN = "TS"
-ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
-
-
-def arrow_schema(schema: RecordSchema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, ARROW_TYPES[f.type], nullable=False) for f in schema.fields])
 
 
 @dataclass(frozen=True)
@@ -103,7 +98,7 @@ def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = (), *,
     else:
         kind, ts_col = "ticks", "tickTS"
         available = (StreamFiles(TICKS_STREAM, 1, tuple(SourceFile(f.path, f.rows) for f in m.files)),)
-        file_schema = arrow_schema(STOCK_TICK_FILE)
+        file_schema = STOCK_TICK_FILE.arrow_schema(nullable=False)
 
     by_name = {s.name: s for s in available}
     for name in streams:
@@ -112,7 +107,7 @@ def open_dataset(directory: str | os.PathLike, streams: tuple[str, ...] = (), *,
     chosen = tuple(s for s in available if not streams or s.name in streams)  # keep stream-number order
 
     if kind == "ticks":
-        out = arrow_schema(STOCK_TICK)
+        out = STOCK_TICK.arrow_schema(nullable=False)
     else:
         out = file_schema
         if len(chosen) > 1:
@@ -135,7 +130,7 @@ def _micro_file_schema(m: Manifest) -> pa.Schema:
         widths.add(n)
     if len(widths) != 1:
         raise m.error("streams", f"streams differ in their number of attributes: {sorted(widths)}")
-    return arrow_schema(micro_event(widths.pop()))
+    return micro_event(widths.pop()).arrow_schema(nullable=False)
 
 
 def _check_file(ds: Dataset, f: SourceFile) -> None:

@@ -1,8 +1,12 @@
-"""Reading a dataset's data files: hashing, row counting and naming the bad value.
+"""Reading a dataset's data files: verifying them against the manifest, hashing, row counting and
+naming the bad value.
 
-Shared by the manifest's verifier (kit.manifest), the harness's dataset reader and the
-validator's tick reader, so each file is read once per process and every problem is one line:
+Shared by the manifest reader (kit.manifest), the harness's dataset reader and the validator's
+tick reader, so each file is read once per process and every problem is one line:
 
+- `verify_files(m, checksums=...)` checks the files a manifest (kit.manifest) lists: present and
+  regular, byte sizes, Parquet row counts (from the footer) and, with `checksums`, sha256 and CSV
+  row counts (one read per file), calling `progress(done, total)` for much to hash;
 - `file_digest` reads a file once for its sha256 (and, for CSV, its record count), kept by
   (resolved path, size, mtime_ns) so a second verification of an unchanged file costs a `stat`;
   `sha256_of` and `parquet_rows` (from the footer) use the same caches;
@@ -15,13 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kit.errors import CepkitError, at
+
+if TYPE_CHECKING:       # kit.manifest imports this module; the types are only for annotations
+    from kit.manifest import DataFile, Manifest
 
 PROGRESS_MIN_BYTES = 256 << 20          # below this much to hash, progress is never called
 _BLOCK = 1 << 22                        # read size for hashing
@@ -210,3 +219,53 @@ def csv_value_error(path: str | os.PathLike, types: Mapping, error: BaseExceptio
                     return at(path, i + 2, f"column {col}: {v!r} does not fit in {t}")
     return at(path, None, f"cannot read as CSV: {first_line(error)}")
 
+
+# -- checking the files a manifest lists ------------------------------------------------------
+
+def verify_files(m: Manifest, *, checksums: bool = True, progress: Progress | None = None) -> None:
+    """Check every listed file: present, a regular file, its size and Parquet row count; with
+    `checksums` also its sha256 (where listed) and the row count of a CSV file."""
+    todo: list[tuple[DataFile, tuple[str, int, int]]] = []
+    for f in m.data_files():
+        st = _stat(m, f)
+        if f.bytes is not None and st.st_size != f.bytes:
+            raise at(f.path, None, f"has {st.st_size} bytes but {m.path.name} says {f.bytes} ({f.key}.bytes); "
+                                   "the file changed after it was written")
+        ident = (str(f.path.resolve()), st.st_size, st.st_mtime_ns)
+        if f.name.endswith(".parquet"):
+            rows = parquet_rows(f.path, ident)
+            if rows != f.rows:
+                raise at(f.path, None, f"has {rows} rows but {m.path.name} says {f.rows} ({f.key}.rows)")
+        if checksums and (f.sha256 is not None or not f.name.endswith(".parquet")):
+            todo.append((f, ident))
+    if todo:
+        _check_digests(m, todo, progress)
+    total = m.doc.get("total_rows")
+    replayed = sum(s.rows for s in m.streams) if m.streams else sum(f.rows for f in m.files)
+    if total is not None and total != replayed:
+        raise m.error("total_rows", f"is {total} but the listed files hold {replayed} rows")
+
+
+def _check_digests(m: Manifest, todo: list[tuple[DataFile, tuple[str, int, int]]],
+                   progress: Progress | None) -> None:
+    pending = sum(ident[1] for _, ident in todo if not is_digested(ident))
+    tick = Ticker(progress if progress is not None and pending >= PROGRESS_MIN_BYTES else None, pending)
+    for f, ident in todo:
+        d = file_digest(f.path, ident, count_csv=not f.name.endswith(".parquet"), tick=tick)
+        if f.sha256 is not None and d.sha256 != f.sha256:
+            raise at(f.path, None, f"sha256 {d.sha256[:12]}... differs from {m.path.name}'s {f.sha256[:12]}... "
+                                   f"({f.key}.sha256); the file changed after it was written")
+        if d.csv_rows is not None and d.csv_rows != f.rows:
+            raise at(f.path, None, f"has {d.csv_rows} rows but {m.path.name} says {f.rows} ({f.key}.rows)")
+
+
+def _stat(m: Manifest, f: DataFile) -> os.stat_result:
+    try:
+        st = f.path.stat()
+    except FileNotFoundError:
+        raise at(f.path, None, f"listed in {m.path.name} but missing ({f.key})") from None
+    except OSError as e:
+        raise at(f.path, None, f"cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise at(f.path, None, f"listed in {m.path.name} ({f.key}) but not a regular file")
+    return st

@@ -1,49 +1,48 @@
-"""The dataset manifest (`manifest.json`): the one reader and verifier of a dataset's file list.
+"""The dataset manifest (`manifest.json`): the one model, writer and reader of a dataset's file list.
 
 Every dataset directory (Pairs ticks, microbenchmark streams, converted CSV; specs/DATA.md,
 specs/datagen-micro.md) has a `manifest.json` with `kind = "cepkit.datagen-manifest"` and
 `schema_version = 1` that lists its data files with their row counts (and, as the generators
-write them, byte sizes and sha256). The generators write it (they take the constants below); the
-harness and the validator read it here, and nowhere else:
+write them, byte sizes and sha256). The generators write it with `write_manifest`; the harness
+and the validator read it here, and nowhere else:
 
-- `load_manifest(dir)` parses the JSON (an error names the file and the line), checks `kind`,
-  `schema_version`, `format`, `start_epoch_ms` and the file lists (`files`, `streams[i].files`,
-  `table`), and confines every listed path, `aux_file` included, to the dataset directory: no
-  absolute path, no `..`, no symlink that resolves outside it. It touches no data file.
-- `verify_files(m, checksums=...)` checks that every listed file is present and a regular file,
-  its byte size where listed, the row count of every Parquet file (from its footer: cheap), and
-  with `checksums` also each file's sha256 where listed and the row count of every CSV file
-  (counted in the same read as the hash).
-- `read_manifest(dir, verify=True)` does both; `verify=False` (the CLI's `--no-verify`, for huge
-  trusted datasets) skips the reads of whole files: checksums and CSV row counts.
+- `write_manifest(dir, generator, **fields)` writes the document: kind, schema_version, generator
+  and library versions first, then the generator's fields in the order given.
+- `load_manifest(dir)` parses the JSON (`kit.jsonfile`: an error names the file and the line),
+  checks `kind`, `schema_version`, `format`, `start_epoch_ms` and the file lists (`files`,
+  `streams[i].files`, `table`), and confines every listed path, `aux_file` included, to the
+  dataset directory: no absolute path, no `..`, no symlink that resolves outside it. It touches
+  no data file.
+- `read_manifest(dir, verify=True)` also checks the listed files (`kit.datafiles.verify_files`):
+  present and regular, byte sizes, Parquet row counts and, with `verify`, sha256 and CSV row
+  counts; `verify=False` (the CLI's `--no-verify`, for huge trusted datasets) skips these reads
+  of whole files.
 
-Hashing is I/O bound, so each file is read once per process (kit.datafiles): results are kept by
-(resolved path, size, mtime_ns), and a second verification of an unchanged file costs one `stat`. Nothing is
-printed; for datasets of at least `PROGRESS_MIN_BYTES` still to hash, `progress(done, total)`
-(bytes) is called as the hashing proceeds.
-
-Every problem is one `CepkitError` line naming the manifest and the key (`files[3].rows`) or the
-data file.
+Each file is hashed once per process (kit.datafiles keeps results by resolved path, size and
+mtime_ns). Nothing is printed; `progress(done, total)` (bytes) is called as a large hashing
+proceeds. Every problem is one `CepkitError` line naming the manifest and the key
+(`files[3].rows`) or the data file.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.datafiles import PROGRESS_MIN_BYTES, Progress, Ticker, file_digest, is_digested, parquet_rows
+from kit.datafiles import Progress, verify_files
 from kit.errors import CepkitError, at
+from kit.jsonfile import read_json_object, write_json
 
 KIND = "cepkit.datagen-manifest"
 SCHEMA_VERSION = 1
 FILE_NAME = "manifest.json"
 FORMATS = ("parquet", "csv")
+# What every generator writes besides the header (kind, schema_version, generator, versions).
+_REQUIRED = ("format", "start_epoch_ms", "total_rows", "files")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
 
 
 @dataclass(frozen=True)
@@ -138,6 +137,34 @@ def read_manifest(directory: str | os.PathLike, *, verify: bool = True,
     return m
 
 
+# -- writing ---------------------------------------------------------------------------------
+
+def write_manifest(directory: str | os.PathLike, generator: str, **fields) -> dict:
+    """Write `directory/manifest.json` and return its document.
+
+    The header (kind, schema_version, `generator`, the versions of the writing libraries) comes
+    first, then `fields` in the order given: each generator keeps its documented key order, so the
+    same inputs give a byte-identical manifest. `fields` holds at least format, start_epoch_ms,
+    total_rows and files."""
+    clash = sorted({"kind", "schema_version", "versions"} & fields.keys())
+    missing = [k for k in _REQUIRED if k not in fields]
+    if clash or missing:
+        raise TypeError(f"write_manifest: header keys {clash} given, or fields {missing} missing")
+    doc = {"kind": KIND, "schema_version": SCHEMA_VERSION, "generator": generator, "versions": _versions(),
+           **fields}
+    write_json(Path(directory) / FILE_NAME, doc)
+    return doc
+
+
+def _versions() -> dict:
+    # Recorded because the data files' bytes (and so their sha256) depend on these libraries.
+    import numpy
+    import pyarrow
+
+    import kit
+    return {"cepkit": kit.__version__, "numpy": numpy.__version__, "pyarrow": pyarrow.__version__}
+
+
 # -- the document ------------------------------------------------------------------------------
 
 def load_manifest(directory: str | os.PathLike) -> Manifest:
@@ -146,7 +173,7 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
     if not directory.is_dir():
         raise CepkitError(f"{directory}: dataset directory not found")
     mpath = directory / FILE_NAME
-    doc = _parse(mpath)
+    doc = read_json_object(mpath, missing="not found: not a cepkit dataset directory", what="a manifest file")
 
     kind = doc.get("kind")
     if kind != KIND:
@@ -187,40 +214,6 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
             raise at(mpath, "aux_file", f"expected a file name, got {_show(aux)}")
         aux_path = lister.inside(aux, "aux_file")
     return Manifest(directory, mpath, doc, fmt, start, files, streams, table, aux_path)
-
-
-def _parse(mpath: Path) -> dict:
-    try:
-        data = mpath.read_bytes()
-    except FileNotFoundError:
-        raise at(mpath, None, "not found: not a cepkit dataset directory") from None
-    except IsADirectoryError:
-        raise at(mpath, None, "is a directory, not a manifest file") from None
-    except OSError as e:
-        raise at(mpath, None, f"cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise at(mpath, data[:e.start].count(b"\n") + 1, "not UTF-8 text") from None
-    try:
-        doc = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise at(mpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    except _Constant as e:
-        raise at(mpath, None, f"invalid JSON: {e} is not a JSON number") from None
-    except RecursionError:
-        raise at(mpath, None, "invalid JSON: nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise at(mpath, 1, "expected a JSON object")
-    return doc
-
-
-class _Constant(ValueError):
-    pass
-
-
-def _no_constant(name: str):
-    raise _Constant(name)
 
 
 def _show(v) -> str:
@@ -317,54 +310,3 @@ def _check_consistent(mpath: Path, files) -> None:
             a, b = getattr(g, attr), getattr(f, attr)
             if a is not None and b is not None and a != b:
                 raise at(mpath, f"{f.key}.{attr}", f"{_show(b)} disagrees with {g.key}.{attr} ({_show(a)})")
-
-
-# -- the files -------------------------------------------------------------------------------
-
-def verify_files(m: Manifest, *, checksums: bool = True, progress: Progress | None = None) -> None:
-    """Check every listed file: present, a regular file, its size and Parquet row count; with
-    `checksums` also its sha256 (where listed) and the row count of a CSV file."""
-    todo: list[tuple[DataFile, tuple[str, int, int]]] = []
-    for f in m.data_files():
-        st = _stat(m, f)
-        if f.bytes is not None and st.st_size != f.bytes:
-            raise at(f.path, None, f"has {st.st_size} bytes but {FILE_NAME} says {f.bytes} ({f.key}.bytes); "
-                                   "the file changed after it was written")
-        ident = (str(f.path.resolve()), st.st_size, st.st_mtime_ns)
-        if f.name.endswith(".parquet"):
-            rows = parquet_rows(f.path, ident)
-            if rows != f.rows:
-                raise at(f.path, None, f"has {rows} rows but {FILE_NAME} says {f.rows} ({f.key}.rows)")
-        if checksums and (f.sha256 is not None or not f.name.endswith(".parquet")):
-            todo.append((f, ident))
-    if todo:
-        _check_digests(todo, progress)
-    total = m.doc.get("total_rows")
-    replayed = sum(s.rows for s in m.streams) if m.streams else sum(f.rows for f in m.files)
-    if total is not None and total != replayed:
-        raise m.error("total_rows", f"is {total} but the listed files hold {replayed} rows")
-
-
-def _check_digests(todo: list[tuple[DataFile, tuple[str, int, int]]], progress: Progress | None) -> None:
-    pending = sum(ident[1] for _, ident in todo if not is_digested(ident))
-    tick = Ticker(progress if progress is not None and pending >= PROGRESS_MIN_BYTES else None, pending)
-    for f, ident in todo:
-        d = file_digest(f.path, ident, count_csv=not f.name.endswith(".parquet"), tick=tick)
-        if f.sha256 is not None and d.sha256 != f.sha256:
-            raise at(f.path, None, f"sha256 {d.sha256[:12]}... differs from {FILE_NAME}'s {f.sha256[:12]}... "
-                                   f"({f.key}.sha256); the file changed after it was written")
-        if d.csv_rows is not None and d.csv_rows != f.rows:
-            raise at(f.path, None, f"has {d.csv_rows} rows but {FILE_NAME} says {f.rows} ({f.key}.rows)")
-
-
-def _stat(m: Manifest, f: DataFile) -> os.stat_result:
-    try:
-        st = f.path.stat()
-    except FileNotFoundError:
-        raise at(f.path, None, f"listed in {FILE_NAME} but missing ({f.key})") from None
-    except OSError as e:
-        raise at(f.path, None, f"cannot read: {e.strerror or e}") from None
-    import stat as _st
-    if not _st.S_ISREG(st.st_mode):
-        raise at(f.path, None, f"listed in {FILE_NAME} ({f.key}) but not a regular file")
-    return st

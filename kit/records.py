@@ -1,7 +1,8 @@
 """Record schemas of the benchmark's streams and tables.
 
-Types are the thesis' logical types: string, int (32-bit), long (64-bit), double. Timestamps are
-integer epoch milliseconds. Datagen files hold only what the generator knows: stock-tick files
+Types are the thesis' logical types: string, int (32-bit), long (64-bit), double; `arrow_type` and
+`RecordSchema.arrow_schema` are the one mapping to Arrow types. Timestamps are integer epoch
+milliseconds. Datagen files hold only what the generator knows: stock-tick files
 carry symbol, price, size and tickTS (TS is the send time the harness stamps while replaying);
 microbenchmark stream files carry TS as the *scheduled* time on the simulated clock, which the
 harness rebases to wall-clock time. Within a file, row order is the canonical event order: ties
@@ -40,12 +41,22 @@ class RecordSchema:
                 return f
         raise KeyError(name)
 
-    def arrow_schema(self):
-        """The schema as a pyarrow.Schema (string, int32, int64, float64)."""
+    def arrow_schema(self, nullable: bool = True):
+        """The schema as a pyarrow.Schema (`arrow_type` of each field). Data files are written and
+        read with `nullable=False` (every generated value is present); engine outputs may hold nulls."""
         import pyarrow as pa
 
-        types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
-        return pa.schema([(f.name, types[f.type]) for f in self.fields])
+        return pa.schema([pa.field(f.name, arrow_type(f.type), nullable=nullable) for f in self.fields])
+
+
+def arrow_type(logical: str):
+    """The pyarrow type of a logical type: string, int32, int64, float64."""
+    # pyarrow is imported here, not at the top: engine programs ship this module to executors,
+    # which must be able to import it with the standard library alone.
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
+    return types[logical]
 
 
 def _schema(name: str, *pairs: tuple[str, str]) -> RecordSchema:

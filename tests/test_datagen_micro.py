@@ -15,9 +15,9 @@ from scipy import stats
 
 import datagen.micro as micro
 from datagen.micro import generate_micro
-from datagen.output import sha256_of
 from cepkit_app.cli import main
 from kit.config import DEFAULT_START_EPOCH_MS, MicroConfig, RateConfig
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 from kit.profiles import build_profile
 

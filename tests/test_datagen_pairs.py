@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from datagen.arrivals import ArrivalStream, arrival_times_ms
-from datagen.output import sha256_of
 from datagen.pairs import generate_pairs
+from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 from kit.profiles import adaptivity_profile, build_profile, constant_profile, standard_profile
 from tests.helpers import pairs_config, read_ticks
@@ -157,6 +157,14 @@ def test_aux_file(quick_pairs):
     paired = [s for c in aux["correlations"] for s in (c["symbol1"], c["symbol2"])]
     assert len(set(paired)) == 50
     assert set(paired) <= {s["symbol"] for s in aux["symbols"]}
+
+
+def test_aux_file_round_trips_through_its_one_model(quick_pairs, tmp_path):
+    from kit.workload.aux import load_aux, write_aux
+    model = load_aux(quick_pairs)
+    assert model.correlation == 0.9 and model.seed is not None
+    written = write_aux(tmp_path, model)
+    assert written.read_bytes() == (quick_pairs / "pairs-aux.json").read_bytes()
 
 
 def test_two_markets_pairs_stay_within_market(tmp_path):

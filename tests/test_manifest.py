@@ -93,10 +93,16 @@ def test_reads_a_micro_dataset_with_its_table(micro):
     assert len(names) == len(set(names)) == 3
 
 
-def test_generators_take_the_constants_from_here():
-    import datagen.output as out
-    assert (out.MANIFEST_KIND, out.MANIFEST_SCHEMA_VERSION, out.MANIFEST_FILE) == \
-        (km.KIND, km.SCHEMA_VERSION, km.FILE_NAME) == ("cepkit.datagen-manifest", 1, "manifest.json")
+def test_the_one_writer_sets_the_header_and_keeps_the_field_order(tmp_path):
+    fields = {"seed": 3, "format": "csv", "start_epoch_ms": 5, "total_rows": 0, "files": []}
+    doc = km.write_manifest(tmp_path, "pairs", **fields)
+    assert list(doc) == ["kind", "schema_version", "generator", "versions", *fields]
+    assert (doc["kind"], doc["schema_version"], doc["generator"]) == ("cepkit.datagen-manifest", 1, "pairs")
+    assert json.loads((tmp_path / km.FILE_NAME).read_text()) == doc
+    with pytest.raises(TypeError, match="kind"):
+        km.write_manifest(tmp_path, "pairs", kind="other", **fields)
+    with pytest.raises(TypeError, match="files"):
+        km.write_manifest(tmp_path, "pairs", **{k: v for k, v in fields.items() if k != "files"})
 
 
 # -- the document ----------------------------------------------------------------------------
@@ -267,7 +273,7 @@ def test_progress_only_for_big_datasets(ticks, monkeypatch):
     km.read_manifest(ticks, progress=lambda done, total: calls.append((done, total)))
     assert calls == []                   # small: nothing to show
     kd._DIGESTS.clear()
-    monkeypatch.setattr(km, "PROGRESS_MIN_BYTES", 1)      # the threshold kit.manifest applies
+    monkeypatch.setattr(kd, "PROGRESS_MIN_BYTES", 1)      # the threshold kit.datafiles applies
     km.read_manifest(ticks, progress=lambda done, total: calls.append((done, total)))
     total = sum(f["bytes"] for f in json.loads((ticks / "manifest.json").read_text())["files"])
     assert calls and calls[-1] == (total, total) and all(a <= b for (a, _), (b, _) in zip(calls, calls[1:]))

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 
 import pytest
 
-from datagen.pairs import aux_document, make_plan
+from datagen.pairs import make_plan, pairs_aux
 from cepkit_app.cli import main
 from kit.config import PairsConfig
 from kit.shipped import specs_dir
 from kit.workload import load_aux, read_strategies, read_suite
+from kit.workload.aux import write_aux
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +25,7 @@ def dataset(tmp_path):
     """A dataset directory holding only the auxiliary file of SF=15 (no ticks needed)."""
     d = tmp_path / "ds"
     d.mkdir()
-    (d / "pairs-aux.json").write_text(json.dumps(aux_document(make_plan(PairsConfig(scale_factor=15, seed=9)))))
+    write_aux(d, pairs_aux(make_plan(PairsConfig(scale_factor=15, seed=9))))
     return d
 
 
@@ -95,9 +96,7 @@ def test_unknown_suite(capsys):
 
 def test_a_converted_dataset_without_seed_uses_the_config_seed(tmp_path, monkeypatch, capsys):
     # `cepkit datagen convert` writes pairs-aux.json with "seed": null (specs/datagen-micro.md)
-    doc = aux_document(make_plan(PairsConfig(scale_factor=2)))
-    doc["seed"] = None
-    (tmp_path / "pairs-aux.json").write_text(json.dumps(doc))
+    write_aux(tmp_path, dataclasses.replace(pairs_aux(make_plan(PairsConfig(scale_factor=2))), seed=None))
     monkeypatch.chdir(tmp_path)
     assert main(["querygen", "pairs", "--aux", "pairs-aux.json", "--set", "pairs.seed=17"]) == 0
     out = capsys.readouterr().out.strip()

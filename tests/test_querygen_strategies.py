@@ -7,17 +7,17 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from datagen.pairs import aux_document, make_plan
+from datagen.pairs import make_plan, pairs_aux
 from kit.config import PairsConfig
 from kit.errors import CepkitError
 from kit.workload import (AVAILABLE_FUNDS_CENTS, BANDS_MULTIPLIERS, NUM_PERIODS, PERIOD_LENGTHS_S, STOP_LOSS_PERCS,
                           parse_spec, to_xml)
-from kit.workload.aux import aux_from_document
+from kit.workload.aux import aux_document, aux_from_document
 from querygen.strategies import assign_pairs, generate_strategies, strategies_for
 
 
 def aux_for(sf: int, **changes):
-    return aux_from_document(aux_document(make_plan(PairsConfig(scale_factor=sf, **changes))))
+    return aux_from_document(aux_document(pairs_aux(make_plan(PairsConfig(scale_factor=sf, **changes)))))
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,11 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS, INGEST_TS
 from kit.profiles import RateProfile
+from kit.workload import INPUT_TS
 from validator.latency import PERCENTILES, nearest_rank
-from validator.outputlog import ARRIVAL_TS, INGEST_TS, INPUT_TS, Clocks
+from validator.outputlog import Clocks
 
 STEADY, PEAK, RECOVERY = "steady", "peak", "recovery"
 DEFAULT_SMOOTHING_MS = 1000

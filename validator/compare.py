@@ -29,9 +29,12 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS, BATCH_ID, INGEST_TS
 from kit.records import INDICATOR, MARKET_ORDER, RecordSchema
+from kit.workload import INPUT_TS
 
-NOT_COMPARED = ("inputTS", "arrivalTS", "ingestTS", "batchId")
+# Stamps of when things happened, not what the engine computed.
+NOT_COMPARED = (INPUT_TS, ARRIVAL_TS, INGEST_TS, BATCH_ID)
 PAIRS_KEYS = {
     INDICATOR.name: ("strategy", "inputTickTS"),
     MARKET_ORDER.name: ("strategy", "inputTickTS", "type", "symbol"),

@@ -26,11 +26,13 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS, INGEST_TS
 from kit.profiles import RateProfile
 from kit.scale import load, pscore
+from kit.workload import INPUT_TS
 from validator.order_stats import (PERCENTILES, Percentile, ci_values, interval_text, nearest_rank_of,
                                    percentile_note)
-from validator.outputlog import ARRIVAL_TS, INGEST_TS, INPUT_TS, Clocks
+from validator.outputlog import Clocks
 
 
 def nearest_rank(sorted_values: np.ndarray, num: int, den: int):

@@ -34,11 +34,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS
 from kit.profiles import RateProfile
+from kit.workload import INPUT_TS
 from validator import plots
 from validator.adaptivity import PEAK, AdaptivityMetrics
 from validator.order_stats import Percentile, percentile_text
-from validator.outputlog import ARRIVAL_TS, INPUT_TS, Clocks, read_output_log, read_resources
+from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.report import FAILED, PASSED
 from validator.report_page import adaptivity_rows, data_uri, environment
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS, INGEST_TS
 from kit.profiles import RateProfile
 from kit.workload import Workload, output_schema
 from kit.records import Field, RecordSchema
@@ -24,7 +25,7 @@ from validator.compare import StreamComparison, compare_stream
 from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
 from validator.micro_reference import expected_for_dataset
 from validator.adaptivity import PEAK, AdaptivityMetrics, adaptivity_metrics
-from validator.outputlog import ARRIVAL_TS, INGEST_TS, Clocks, read_output_log
+from validator.outputlog import Clocks, read_output_log
 
 ADAPTIVITY_METRICS = ("max-latency", "latency-degradation", "recovery-time", "post-peak-latency-variation")
 TRIGGER_TS = "triggerTS"      # inputTS in the dataset's time: a comparison key

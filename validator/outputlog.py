@@ -16,7 +16,6 @@ listed order, rows in file order.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,19 +29,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
-from kit.records import RecordSchema
+from kit.jsonfile import read_json_object
+from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, INGEST_TS, KIND, LOG_NAME, PACINGS, SCHEMA_VERSION
+from kit.records import RecordSchema, arrow_type
 
-KIND = "cepkit.output-log"
-SCHEMA_VERSION = 1
-FORMATS = ("parquet", "csv")
-PACINGS = ("tickts", "rate", "pull")
-LOG_NAME = "output-log.json"
-ARRIVAL_TS, INGEST_TS, BATCH_ID, INPUT_TS = "arrivalTS", "ingestTS", "batchId", "inputTS"
 # The harness sink's stamps: every one is a wall-clock long (batchId a long id).
 STAMPS = ((ARRIVAL_TS, True), (INGEST_TS, False), (BATCH_ID, False))
 RESOURCE_COLUMNS = ("ts_ms", "cpu_percent", "rss_bytes")
 
-_ARROW_TYPE = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64()}
 _NULLABLE = {"int": pd.Int32Dtype(), "long": pd.Int64Dtype()}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _BITS = {"int": "an int (32 bits)", "long": "a long (64 bits)"}
@@ -174,16 +168,8 @@ def read_resources(path: str | Path) -> pd.DataFrame | None:
 # -- output-log.json -------------------------------------------------------------------------
 
 def _read_meta(lpath: Path) -> dict:
-    try:
-        meta = json.loads(lpath.read_text())
-    except FileNotFoundError:
-        raise CepkitError(f"{lpath}: not found; is {lpath.parent} an engine output log?") from None
-    except json.JSONDecodeError as e:
-        raise at(lpath, e.lineno, f"invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CepkitError(f"{lpath}: cannot read: {_first_line(e)}") from None
-    if not isinstance(meta, dict):
-        raise at(lpath, 1, "expected a JSON object")
+    meta = read_json_object(lpath, missing=f"not found; is {lpath.parent} an engine output log?",
+                            what="an output log")
     if meta.get("kind") != KIND:
         raise at(lpath, "kind", f"expected {KIND!r}, got {meta.get('kind')!r}")
     if type(meta.get("schema_version")) is not int or meta["schema_version"] != SCHEMA_VERSION:   # not True
@@ -303,7 +289,7 @@ def _check_arrow_type(path: Path, col: str, arr: pa.ChunkedArray, logical: str) 
     t = arr.type
     if pa.types.is_null(t):
         # A column with no non-null value (e.g. an empty file written from pandas) has no type.
-        return arr.cast(_ARROW_TYPE[logical])
+        return arr.cast(arrow_type(logical))
     value_type = t.value_type if pa.types.is_dictionary(t) else t
     if logical == "string":
         if not (pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
@@ -330,7 +316,7 @@ def _fit_integers(path: Path, fmt: str, col: str, arr: pa.ChunkedArray, logical:
     if pc.any(bad).as_py():
         row = _first_true(bad)
         raise _row_error(path, fmt, col, row, f"value {arr[row].as_py()} does not fit in {_BITS[logical]}")
-    return arr.cast(_ARROW_TYPE[logical])
+    return arr.cast(arrow_type(logical))
 
 
 def _parse_csv_column(path: Path, col: str, text: pa.ChunkedArray, logical: str) -> pa.ChunkedArray:

@@ -18,10 +18,10 @@ from kit.errors import CepkitError
 from kit.manifest import Manifest, read_manifest
 from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
-from kit.workload import read_strategies
+from kit.workload import INPUT_TS, read_strategies
 from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
-from validator.outputlog import INPUT_TS, Clocks, read_output_log, read_resources
+from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
 from validator.report import format_text_report, pscore_lines
 from validator.report_page import ReportInputs, StrategyChart, write_report

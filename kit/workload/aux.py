@@ -1,19 +1,20 @@
 """The Pairs auxiliary file (`pairs-aux.json`, thesis B.1): symbols, markets and correlated pairs.
 
-Datagen writes it next to the ticks; the query generator reads it to assign strategies to pairs,
-and the strategies reader uses it to check that every strategy watches a correlated pair of the
-dataset. The layout is documented in `specs/DATA.md`.
+The one model (`PairsAux`), writer (`write_aux`) and reader (`load_aux`) of the file. Datagen
+writes it next to the ticks (the Pairs generator and the CSV converter); the query generator reads
+it to assign strategies to pairs, and the strategies reader uses it to check that every strategy
+watches a correlated pair of the dataset. The layout is documented in `specs/DATA.md`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.errors import CepkitError, at
-from kit.workload.common import SpecError, as_tuple, integer, need
+from kit.errors import at
+from kit.jsonfile import read_json_object, write_json
+from kit.workload.common import SpecError, as_tuple, integer, need, number
 
 AUX_KIND = "cepkit.pairs-aux"
 AUX_SCHEMA_VERSION = 1
@@ -38,6 +39,7 @@ class PairsAux:
     seed: int | None                            # None for a dataset converted from CSV
     symbols: tuple[tuple[str, int], ...]        # (symbol, market) in the dataset's order
     correlations: tuple[Correlation, ...]       # market by market
+    correlation: float | None = None            # the generator's price correlation; None when converted
 
     def __post_init__(self) -> None:
         as_tuple(self, "symbols", "correlations")
@@ -47,6 +49,8 @@ class PairsAux:
         integer("max_strategies_per_pair", self.max_strategies_per_pair, 1)
         if self.seed is not None:
             integer("seed", self.seed, 0)
+        if self.correlation is not None:
+            number("correlation", self.correlation)
         market_of = dict(self.symbols)
         need(len(market_of) == len(self.symbols), "symbols: a symbol is listed twice")
         for sym, m in self.symbols:
@@ -88,11 +92,32 @@ def aux_from_document(doc: dict) -> PairsAux:
         raise SpecError(f"symbols/correlations entries are malformed ({e})") from None
     aux = PairsAux(scale_factor=doc["scale_factor"], markets=doc["markets"],
                    num_strategies=doc["num_strategies"], max_strategies_per_pair=doc["max_strategies_per_pair"],
-                   seed=doc["seed"], symbols=symbols, correlations=correlations)
+                   seed=doc["seed"], symbols=symbols, correlations=correlations,
+                   correlation=doc.get("correlation"))
     for key, n in (("num_symbols", len(aux.symbols)), ("num_correlations", len(aux.correlations))):
         if key in doc:
             need(doc[key] == n, f"{key} is {doc[key]!r} but {n} are listed")
     return aux
+
+
+def aux_document(aux: PairsAux) -> dict:
+    """The JSON document of `aux`, keys in the documented order (specs/DATA.md)."""
+    return {
+        "kind": AUX_KIND, "schema_version": AUX_SCHEMA_VERSION,
+        "scale_factor": aux.scale_factor, "markets": aux.markets, "num_symbols": len(aux.symbols),
+        "num_correlations": len(aux.correlations), "num_strategies": aux.num_strategies,
+        "max_strategies_per_pair": aux.max_strategies_per_pair,
+        "seed": aux.seed, "correlation": aux.correlation,
+        "symbols": [{"symbol": s, "market": m} for s, m in aux.symbols],
+        "correlations": [{"symbol1": c.symbol1, "symbol2": c.symbol2, "market": c.market} for c in aux.correlations],
+    }
+
+
+def write_aux(directory: str | os.PathLike, aux: PairsAux) -> Path:
+    """Write `directory/pairs-aux.json`; returns its path."""
+    path = Path(directory) / AUX_FILE
+    write_json(path, aux_document(aux))
+    return path
 
 
 def aux_path(path: str | os.PathLike) -> Path:
@@ -104,16 +129,7 @@ def aux_path(path: str | os.PathLike) -> Path:
 def load_aux(path: str | os.PathLike) -> PairsAux:
     """Read `pairs-aux.json` (or a dataset directory holding one); errors are one line naming the file."""
     p = aux_path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CepkitError(f"{p}: auxiliary file not found") from None
-    except OSError as e:
-        raise CepkitError(f"{p}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise CepkitError(f"{p}: not UTF-8 text (byte {e.start}): not an auxiliary file") from None
-    except json.JSONDecodeError as e:
-        raise at(p, e.lineno, f"invalid JSON: {e.msg}") from None
+    doc = read_json_object(p, missing="auxiliary file not found", what="an auxiliary file")
     try:
         return aux_from_document(doc)
     except SpecError as e:
