@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.config import DriverConfig
-from harness.sink import FORMATS
 from kit.errors import CepkitError
+from kit.outputlog import FORMATS
 from kit.records import RecordSchema
 
 STATUSES = ("completed", "unsustainable", "failed")

@@ -34,12 +34,9 @@ from kit.wire.protocol import BadRequestError, decode_table
 from kit.wire.sink_client import SinkError
 from harness.server import FrameServer
 from kit.errors import CepkitError
+from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, KIND, LOG_NAME, SCHEMA_VERSION
+from kit.workload import INPUT_TS
 
-LOG_NAME = "output-log.json"
-KIND = "cepkit.output-log"
-SCHEMA_VERSION = 1
-FORMATS = ("parquet", "csv")
-ARRIVAL_TS, BATCH_ID, INPUT_TS = "arrivalTS", "batchId", "inputTS"
 SINK_OPS = ("emit", "stats")
 # Buffered rows reach the disk after at most this long (or at FLUSH_ROWS rows, whichever first).
 FLUSH_AFTER_S = 1.0

@@ -8,10 +8,12 @@ writer needs pyarrow, the validator's reader pandas, and kit stays free of both 
 
 from __future__ import annotations
 
+from kit.records import FILE_FORMATS
+
 LOG_NAME = "output-log.json"
 KIND = "cepkit.output-log"
 SCHEMA_VERSION = 1
-FORMATS = ("parquet", "csv")
+FORMATS = FILE_FORMATS
 # How the driver released the events (harness.config.DriverConfig.pacing), recorded in the log:
 # at their recorded times ("tickts"), at a constant rate, or as fast as the engine pulls.
 PACINGS = ("tickts", "rate", "pull")

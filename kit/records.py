@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LOGICAL_TYPES = ("string", "int", "long", "double")
+# The file formats records are written in: datasets, output logs.
+FILE_FORMATS = ("parquet", "csv")
 
 
 @dataclass(frozen=True)

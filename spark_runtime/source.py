@@ -38,9 +38,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kit.wire.feed_client import DriverClient
 from kit.wire.protocol import DriverError
 from kit.errors import CepkitError
+from kit.outputlog import INGEST_TS
 
 FORMAT = "cepkit_driver"
-OFFSET, INGEST_TS = "offset", "ingestTS"
+OFFSET = "offset"
 DEFAULT_WAIT_MS = 20
 _SPARK_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
 

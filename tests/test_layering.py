@@ -34,7 +34,7 @@ ALLOWED = {
     "cepkit_app": OURS,
 }
 # What of kit an engine's runtime may import: the modules that ship to its workers.
-RUNTIME_KIT = {"kit", "kit.errors", "kit.records", "kit.wire", "kit.wire.connection", "kit.wire.feed_client",
+RUNTIME_KIT = {"kit", "kit.errors", "kit.outputlog", "kit.records", "kit.wire", "kit.wire.connection", "kit.wire.feed_client",
                "kit.wire.protocol", "kit.wire.sink_client"}
 # Besides our own: the libraries a generated PySpark program and its runtime may use.
 ENGINE_LIBRARIES = {"pyspark", "pandas", "pyarrow", "numpy", "psycopg"}

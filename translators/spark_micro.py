@@ -18,6 +18,7 @@ from kit import __version__
 from kit.config import DATABASE_JOIN_PLANS, TIME_WINDOW_PLANS
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
+from kit.outputlog import INGEST_TS
 from kit.workload import Suite, Workload, read_spec
 from translators.micro_literal import query_literal
 from translators.render import render
@@ -85,7 +86,7 @@ def output_fields(literals: list[dict]) -> list[str]:
             if types.setdefault(name, logical) != logical:
                 raise CepkitError(f"query {q['id']}: output column {name} is {logical} here but "
                                   f"{types[name]} in another query of the set; rename it (as=...)")
-    types.setdefault("ingestTS", "long")
+    types.setdefault(INGEST_TS, "long")
     return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.jsonfile import read_json_object
 from kit.profiles import RateProfile
 from validator import plots
 from validator.adaptivity import AdaptivityMetrics
@@ -121,11 +122,8 @@ class ReportInputs:
 def pscore_lines_from_summary(path: str | Path) -> tuple[str, ...]:
     """`pscore_lines` of the validation whose summary.json is `path` (what `cepkit pairs` prints)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CepkitError(f"{path}: cannot read the validation summary: {e}") from None
-    if not isinstance(data, dict) or data.get("kind") != SUMMARY_KIND:
+    data = read_json_object(path, missing="cannot read the validation summary: not found", what="a validation summary")
+    if data.get("kind") != SUMMARY_KIND:
         raise CepkitError(f"{path}: kind: not a {SUMMARY_KIND} file")
     if data.get("pscore") is None:
         note = str((data.get("run") or {}).get("pscore", ""))

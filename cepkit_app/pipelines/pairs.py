@@ -92,7 +92,7 @@ def prepare_inputs(req: PairsRunRequest, stage: Stage, data_progress=None) -> tu
         shutil.copyfile(req.strategies_file, strategies)
     else:
         stage("querygen: strategies")
-        write_strategies(load_aux(data / "pairs-aux.json"), cfg.pairs.seed, strategies, cfg.pairs.strategies)
+        write_strategies(load_aux(data), cfg.pairs.seed, strategies, cfg.pairs.strategies)
     if req.strategy_limit is not None:
         spec = read_strategies(strategies)
         if req.strategy_limit < len(spec.strategies):

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from kit import tomlio
 from kit.config.limits import check_values, choice, need, positive
 from kit.engines import ENGINE_NAMES
+from kit.records import FILE_FORMATS
 
 CONFIG_KIND = "cepkit.config"
 CONFIG_SCHEMA_VERSION = 1
-FORMATS = ("parquet", "csv")
+FORMATS = FILE_FORMATS
 ARRIVALS = ("poisson", "constant")
 PROFILES = ("standard", "adaptivity", "constant")
 # 2026-01-05 14:30:00 UTC, a Monday market open; any epoch works, this one is easy to read.
