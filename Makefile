@@ -7,4 +7,4 @@ demo:
 test:
 	bash scripts/test.sh
 bench:
-	bash scripts/setup.sh && .venv/bin/python benchmarks/datagen.py
+	bash scripts/setup.sh && .venv/bin/python benchmarks/datagen_speed.py

@@ -27,17 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-# Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite  # noqa: E402
-from cepkit_app.pipelines.micro_summary import p99_detail  # noqa: E402
-from cepkit_app.pipelines.sustainable import SearchConfig  # noqa: E402
-from kit.config import load_config  # noqa: E402
-from kit.paths import fresh_path  # noqa: E402
-from kit.shipped import SUITE_NAMES, suite_path  # noqa: E402
-from kit.workload import TableJoin, TimeWindowAggregation, read_suite  # noqa: E402
-from validator.micro_report import p99_cell  # noqa: E402
+from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
+from cepkit_app.pipelines.micro_summary import p99_detail
+from cepkit_app.pipelines.sustainable import SearchConfig
+from kit.config import load_config
+from kit.paths import fresh_path
+from kit.shipped import SUITE_NAMES, suite_path
+from kit.workload import TableJoin, TimeWindowAggregation, read_suite
+from validator.micro_report import p99_cell
 
 # name: (suite, settings, which of its workloads)
 VARIANTS = {

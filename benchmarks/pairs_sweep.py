@@ -20,22 +20,19 @@ import sys
 import time
 from pathlib import Path
 
-# Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline  # noqa: E402
-from kit.config import load_config  # noqa: E402
-from kit.jsonfile import read_json_object  # noqa: E402
-from kit.manifest import load_manifest  # noqa: E402
-from kit.paths import fresh_path  # noqa: E402
-from kit.profiles import RateProfile  # noqa: E402
-from kit.shipped import config_path  # noqa: E402
-from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,  # noqa: E402
+from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
+from kit.config import load_config
+from kit.jsonfile import read_json_object
+from kit.manifest import load_manifest
+from kit.paths import fresh_path
+from kit.profiles import RateProfile
+from kit.shipped import config_path
+from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,
                                measurement_mask)
-from validator.order_stats import percentile_text  # noqa: E402
-from validator.outputlog import read_output_log  # noqa: E402
+from validator.order_stats import percentile_text
+from validator.outputlog import read_output_log
 
 P99_LIMIT_MS = 2000.0
 

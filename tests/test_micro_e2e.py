@@ -95,6 +95,6 @@ def test_the_jdbc_plan_of_j3_matches_the_reference_on_spark(tmp_path):
     real PostgreSQL."""
     _, run_dir = run_micro(database_joins(), "pyspark", tmp_path, 'run.database_join="jdbc"')
     wdir = run_dir / "database-joins"
-    assert 'format("jdbc")' in (wdir / "program.py").read_text()
+    assert "'kind': 'jdbc_table_join'" in (wdir / "program.py").read_text()
     command = " ".join(json.loads((wdir / "engine" / "logs" / "command.json").read_text()))
     assert "spark.jars=/usr/share/java/postgresql" in command

@@ -11,23 +11,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Keep this script's folder off the import path (benchmarks/datagen.py would shadow `datagen`).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from datagen.pairs import generate_pairs
+from kit.config import load_config
+from kit.workload import load_aux
+from querygen.strategies import strategies_for
+from validator.pairs_reference import StrategyParams, compute_reference
 
-from datagen.pairs import generate_pairs  # noqa: E402
-from kit.config import load_config  # noqa: E402
-from kit.workload import load_aux  # noqa: E402
-from querygen.strategies import strategies_for  # noqa: E402
-from validator.pairs_reference import StrategyParams, compute_reference  # noqa: E402
-
-# The packages are imported; now this folder may join the path for the shared helper.
-sys.path.append(str(Path(__file__).resolve().parent))
-from benchmarks_common import PeakRss  # noqa: E402
+from benchmarks_common import PeakRss
 
 
 def main() -> None:

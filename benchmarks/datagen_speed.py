@@ -12,20 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# This script is named like the package it measures; keep its own folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from datagen.pairs import generate_pairs
+from kit.config import load_config
 
-from datagen.pairs import generate_pairs  # noqa: E402
-from kit.config import load_config  # noqa: E402
-
-# The packages are imported; now this folder may join the path for the shared helper.
-sys.path.append(str(Path(__file__).resolve().parent))
-from benchmarks_common import PeakRss  # noqa: E402
+from benchmarks_common import PeakRss
 
 
 def main() -> None:
