@@ -16,7 +16,6 @@ directory, the program contract and the end conditions.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -28,6 +27,7 @@ from harness.jvm_archive import driver_java_options
 from harness.process import DriverProcess
 from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
+from harness.runtime_archive import package_dir
 from harness.sink import SinkServer
 from harness.versions import machine, versions
 from kit.errors import CepkitError
@@ -83,8 +83,8 @@ class _Run:
         env.update(dict(spec.env))
         # The program and Spark's Python workers import the engine's runtime packages from where
         # this harness found them (an installed wheel, or an editable checkout).
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
-            (*package_roots(spec.runtime_packages), *filter(None, [env.get("PYTHONPATH")]))))
+        roots = [str(package_dir(name).parent) for name in spec.runtime_packages]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys((*roots, *filter(None, [env.get("PYTHONPATH")]))))
         cmd = [spec.python, str(spec.program.resolve()), "--driver", f"{self.driver.host}:{self.driver.port}",
                "--sink", f"{self.sink.host}:{self.sink.port}", "--checkpoint", str(self.dirs["checkpoint"]),
                "--master", spec.master, "--shuffle-partitions", str(spec.shuffle_partitions),
@@ -318,14 +318,3 @@ def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] |
         result = run.result()
         run.write_run_json(result)
     return result
-
-
-def package_roots(packages) -> list[str]:
-    """The directories that hold these top-level packages, as this interpreter finds them."""
-    roots = []
-    for name in packages:
-        found = importlib.util.find_spec(name)
-        if found is None or not found.submodule_search_locations:
-            raise CepkitError(f"engine run: the engine's runtime package {name!r} is not installed")
-        roots.append(str(Path(list(found.submodule_search_locations)[0]).parent))
-    return roots
