@@ -8,6 +8,6 @@
 - micro_plan.py / micro_cores/: the microbenchmark query kinds.
 
 It imports pyspark, pandas, pyarrow, numpy (and psycopg for J3) and of cepkit only kit's records,
-errors and wire (tests/test_layering.py checks it), so a program runs, and ships to Spark's
+output-log names, errors and wire (tests/test_layering.py checks it), so a program runs, and ships to Spark's
 executors, without the harness or a checkout of this repository.
 """

@@ -18,7 +18,7 @@ since for a quiet period, and no trigger is active: then the query is stopped be
 (spark_runtime/watch.py).
 
 This package (`spark_runtime`) is what a generated program imports, and all it imports: pyspark,
-pandas, pyarrow, numpy and kit's records, errors and wire. So a program runs, and ships to
+pandas, pyarrow, numpy and kit's records, output-log names, errors and wire. So a program runs, and ships to
 Spark's executors, without the harness or the rest of cepkit.
 """
 

@@ -1,11 +1,11 @@
 """Data flows one way between cepkit's packages; this test keeps it so.
 
     kit  <-  datagen, querygen, validator, translators  <-  harness  <-  cepkit_app
-    kit (records, errors, wire)  <-  spark_runtime  <-  generated engine programs
+    kit (records, outputlog, errors, wire)  <-  spark_runtime  <-  generated engine programs
 
 kit is the floor and imports none of our packages. The engine runtime and the programs that import
-it run inside the engine (and on its executors), so they may use only kit's records, errors and
-wire of ours, besides the engine's own libraries.
+it run inside the engine (and on its executors), so they may use only kit's records, output-log
+names, errors and wire of ours, besides the engine's own libraries.
 """
 
 from __future__ import annotations
