@@ -19,6 +19,17 @@ from tests.fuzz import run_cli
 from tests.helpers import SCHEMAS, pairs_config
 
 
+def pytest_collection_modifyitems(config, items):
+    """Slow tests run only when asked for by name (`-m slow`, `-m "slow and spark"`): any other
+    selection, `-m "not spark and not postgres"` included, leaves them out."""
+    if "slow" in (config.option.markexpr or ""):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture(scope="session")
 def quick_pairs(tmp_path_factory) -> Path:
     """SF=1, quick standard profile (~754k ticks), split into 3 files."""
@@ -36,7 +47,7 @@ def correlated_pairs(tmp_path_factory) -> Path:
     return out
 
 
-# -- the load driver's tests (test_harness_driver_*.py) ---------------------------------------
+# -- the load driver's tests (tests/harness/test_driver_*.py) ---------------------------------------
 
 @pytest.fixture(scope="module")
 def ticks(tmp_path_factory) -> Path:

@@ -28,6 +28,8 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(), 
 
 # The repository's root (tests read the written specs and the packages' sources there).
 REPO = Path(__file__).resolve().parent.parent
+# tests/: its data/ (inputs of the tests) and spark_programs/ (hand-written engine programs).
+TESTS_DIR = REPO / "tests"
 
 
 def read_ticks(directory: Path) -> dict[str, np.ndarray]:

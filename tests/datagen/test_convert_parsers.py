@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import datagen.csv_values as csv_values
-from tests.convert_helpers import T0
+from tests.datagen.convert_helpers import T0
 
 
 @pytest.mark.parametrize("unit, texts", [

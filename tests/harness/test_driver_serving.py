@@ -3,7 +3,7 @@ and its client, the process entry point, and one-line errors for bad datasets an
 
 Datasets are small (a few seconds of events) and played fast, so the whole file runs in seconds.
 Every driver listens on 127.0.0.1 and is stopped by its context manager; a fixture checks that no
-driver thread outlives its test. Event order, stamping and pacing: test_harness_driver_release.py.
+driver thread outlives its test. Event order, stamping and pacing: test_driver_release.py.
 """
 
 from __future__ import annotations

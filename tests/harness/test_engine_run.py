@@ -25,10 +25,12 @@ from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
 from harness.jvm_archive import archive_path
 from harness.resources import ResourceSampler
 from kit.errors import CepkitError
-from tests.helpers import pairs_config, read_ticks
+from tests.helpers import TESTS_DIR, pairs_config, read_ticks
 from validator.outputlog import read_output_log, read_resources
 
-ECHO = Path(__file__).parent / "spark_programs" / "echo_program.py"
+pytestmark = pytest.mark.spark
+
+ECHO = TESTS_DIR / "spark_programs" / "echo_program.py"
 RATE_EPS = 5000.0
 
 

@@ -16,6 +16,8 @@ from querygen.output import write_strategies
 from kit.workload import load_aux
 from kit.engines import ENGINES
 
+pytestmark = pytest.mark.spark
+
 QUICK = config_path("quick")
 
 

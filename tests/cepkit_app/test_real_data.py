@@ -5,6 +5,8 @@ is validated without an engine and, on Spark, replayed through `cepkit pairs --d
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -12,8 +14,9 @@ from pathlib import Path
 
 from kit.workload import load_aux, read_strategies
 from tests.fuzz import run_cli
+from tests.helpers import TESTS_DIR
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = TESTS_DIR / "data" / "real"
 
 
 def _convert(tmp_path: Path) -> Path:
@@ -52,6 +55,7 @@ def test_converted_closes_get_strategies_and_expected_answers(tmp_path):
     assert (report / "expected" / "MarketOrder.parquet").is_file()
 
 
+@pytest.mark.spark
 def test_real_closes_through_cepkit_pairs_pass(tmp_path):
     """`cepkit pairs --data` on the converted closes at their recorded pace x 6e6 (23 months in
     about 10 s): every Indicator and MarketOrder right, the whole run measured, a pscore."""

@@ -3,7 +3,7 @@
 Datasets are small (a few seconds of events) and played fast (speed > 1 or a high fixed rate), so
 the whole file runs in seconds. Every driver listens on 127.0.0.1 and is stopped by its context
 manager; a fixture checks that no driver thread outlives its test. What clients see of the
-released events (replay, retention, the protocol) and bad inputs: test_harness_driver_serving.py.
+released events (replay, retention, the protocol) and bad inputs: test_driver_serving.py.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ import pytest
 from harness.postgres import PostgresServer
 from kit.errors import CepkitError
 
+pytestmark = pytest.mark.postgres
+
 
 def _postgres_pids() -> set[int]:
     """Running server processes (an exited one can linger as a zombie until its parent reaps it)."""

@@ -1,6 +1,6 @@
 """The CSV converter on good input: round trips, timestamp units, file splits, dollar prices,
-strptime patterns, default sizes, sorting, and the CLI. Bad input is tests/test_convert_errors.py,
-the value parsers tests/test_convert_parsers.py, the real-looking CSV tests/test_convert_real_csv.py."""
+strptime patterns, default sizes, sorting, and the CLI. Bad input is tests/datagen/test_convert_errors.py,
+the value parsers tests/datagen/test_convert_parsers.py, the real-looking CSV tests/datagen/test_convert_real_csv.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from cepkit_app.cli import main
 from kit.datafiles import sha256_of
 from kit.errors import CepkitError
-from tests.convert_helpers import T0, rows_of, write
+from tests.datagen.convert_helpers import T0, rows_of, write
 
 
 # --- good input -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The PySpark driver source, used directly (no Spark session): offsets, read limits, partition
 splitting, replayable reads with offset and ingestTS, options and loud errors. The end-to-end
-path through Spark is tests/test_engine_run.py.
+path through Spark is tests/harness/test_engine_run.py.
 """
 
 from __future__ import annotations

@@ -47,8 +47,15 @@ def test_every_query_kind_has_a_quick_workload():
     assert [k for k, _, _ in representatives()] == ["J2", "J3", "Q1", "Q2", "Q3", "Q4", "Q5", "Q7"]
 
 
+def _kind_params():
+    """One param per kind; J3's also needs PostgreSQL."""
+    return [pytest.param(k, s, w, id=k, marks=[pytest.mark.postgres] if k == "J3" else [])
+            for k, s, w in representatives()]
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-@pytest.mark.parametrize("kind, suite, workload", representatives(), ids=[k for k, _, _ in representatives()])
+@pytest.mark.parametrize("kind, suite, workload", _kind_params())
 def test_quick_workload_of_each_query_kind_matches_the_reference(engine, kind, suite, workload, tmp_path):
     out = run_quick(engine, suite, (workload,), tmp_path)
     (row,) = out["summary"]["workloads"]
@@ -66,6 +73,8 @@ def test_quick_workload_of_each_query_kind_matches_the_reference(engine, kind, s
 
 
 @pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.postgres
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 @pytest.mark.parametrize("suite", SUITE_NAMES)
 def test_quick_suite_passes_on_the_engine(engine, suite, tmp_path):

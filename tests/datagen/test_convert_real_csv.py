@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from cepkit_app.cli import main
-from tests.convert_helpers import rows_of
+from tests.datagen.convert_helpers import rows_of
+from tests.helpers import TESTS_DIR
 
 
 # --- the real-looking CSV in tests/data/real ------------------------------------------------
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = TESTS_DIR / "data" / "real"
 REAL_ARGS = ["--kind", "ticks", "--ts-column", "date", "--price-unit", "dollars", "--ts-format", "%b %d %Y",
              "--default-size", "100", "--sort", "--correlations", str(REAL / "pairs.csv")]
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kit.errors import CepkitError
 from kit.workload import load_aux, read_spec, read_strategies, read_workload, to_xml
+from tests.helpers import TESTS_DIR
 
-DATA = Path(__file__).parent / "data" / "querygen"
+DATA = TESTS_DIR / "data" / "querygen"
 AUX = DATA / "aux-small.json"
 
 # file, checked against aux-small.json?, line, message

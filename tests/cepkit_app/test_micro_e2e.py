@@ -15,6 +15,8 @@ from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter,
 from kit.workload.suite import Dataset, Load, Param, Workload
 from kit.engines import ENGINES
 
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]   # every test joins a PostgreSQL table
+
 AGGS = ("SUM", "AVG", "MAX", "MIN", "STDEV", "MEDIAN", "COUNT")
 
 

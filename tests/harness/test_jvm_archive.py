@@ -1,5 +1,5 @@
 """The JVM class archive only ever adds to the driver's Java options, and only when it exists
-(harness/jvm_archive.py; tests/test_engine_run.py checks a real run maps it)."""
+(harness/jvm_archive.py; tests/harness/test_engine_run.py checks a real run maps it)."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import load_aux
 from querygen.output import write_strategies
 from tests.helpers import pairs_config
-from tests.test_validate_pairs import write_log
-from tests.test_validator_latency import BURST, burst_trace
+from tests.validator.test_validate_pairs import write_log
+from tests.validator.test_latency import BURST, burst_trace
 from validator.adaptivity import adaptivity_metrics
 from validator.compare import compare_stream
 from validator.latency import per_second_counts, pscore_for_run, stream_latency

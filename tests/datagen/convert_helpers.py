@@ -1,4 +1,4 @@
-"""Helpers shared by the CSV converter's tests (tests/test_convert*.py): writing an input file
+"""Helpers shared by the CSV converter's tests (tests/datagen/test_convert*.py): writing an input file
 and reading a converted dataset's rows back."""
 
 from __future__ import annotations

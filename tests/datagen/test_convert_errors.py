@@ -11,7 +11,7 @@ import pytest
 import datagen.convert_csv as csv_rows
 from datagen.convert import ConvertSpec, convert_csv
 from kit.errors import CepkitError
-from tests.convert_helpers import write
+from tests.datagen.convert_helpers import write
 
 
 # --- bad input: one line with file:line and field, nothing left behind ----------------------
