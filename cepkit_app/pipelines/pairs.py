@@ -166,8 +166,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     stage("validate: reference answers, comparison, latency, pscore")
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
                                              req.chart_strategy, measure_ms(cfg), verify=False, manifest=dataset))
-    verdict = outcome.verdict if result.status == "completed" else "FAILED"
-    return PairsRunOutcome(run, result.status, result.message, verdict, outcome.text, outcome.report,
+    return PairsRunOutcome(run, result.status, result.message, outcome.verdict, outcome.text, outcome.report,
                            outcome.pscore, outcome.p99_ms, result, outcome.lines)
 
 
