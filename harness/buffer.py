@@ -7,8 +7,10 @@ identically: that is what makes the engine's source replayable after a restart.
 
 Memory is bounded by `retain_bytes`: when a chunk is added and the retained chunks exceed it, the
 oldest fully released chunks are dropped (whole chunks; the chunk being released always stays),
-except chunks holding unread events among the last `keep_unread_events` released.
-Reading below the first retained offset raises `OffsetEvictedError`.
+except chunks holding unread events among the last `keep_unread_events` released, and, once the
+engine has acknowledged a checkpoint (`commit`), every event from its committed offset on: after a
+crash the engine restarts from that offset and reads them again. Reading below the first retained
+offset raises `OffsetEvictedError`.
 
 `pulled` is the high-water mark of the offsets served; `released - pulled` is the backlog.
 """
@@ -61,6 +63,7 @@ class ReleaseBuffer:
         self.retained_bytes = 0
         self.released = 0
         self.pulled = 0
+        self.committed: int | None = None  # the engine's last checkpointed end offset, once it says
         self.served_rows = 0             # counts re-reads too
         self.reads = 0
         self.retained_from = 0
@@ -75,12 +78,19 @@ class ReleaseBuffer:
             self.retained_bytes += chunk.nbytes
             # Unread events among the last `keep_unread_events` released stay, whatever the budget.
             evictable_to = max(self.pulled, self.released - self.keep_unread_events)
+            if self.committed is not None:      # what a restarted engine will read again stays too
+                evictable_to = min(evictable_to, self.committed)
             while (len(self._chunks) > 1 and self.retained_bytes > self.retain_bytes
                    and self._chunks[0].end <= evictable_to):
                 old = self._chunks.pop(0)
                 self._firsts.pop(0)
                 self.retained_bytes -= old.nbytes
                 self.retained_from = old.end
+
+    def commit(self, end: int) -> None:
+        """The engine has checkpointed every event below `end`: it never reads below it again."""
+        with self.cond:
+            self.committed = max(self.committed or 0, min(int(end), self.released))
 
     def publish(self, released: int) -> None:
         with self.cond:

@@ -39,12 +39,17 @@ def last_error_line(log: Path) -> str:
 
 
 class EngineProcess:
-    """The engine program's process tree and its stdout events."""
+    """The engine program's process tree and its stdout events. A restarted program (attempt 2,
+    3, ...) appends to the same logs after a line saying so."""
 
-    def __init__(self, cmd: list[str], env: dict, cwd: Path, logs: Path):
+    def __init__(self, cmd: list[str], env: dict, cwd: Path, logs: Path, attempt: int = 1):
         self.log_path = logs / "engine.log"
-        self._stderr = open(self.log_path, "w")
-        self._jsonl = open(logs / "engine.stdout.jsonl", "w")
+        self.attempt = attempt
+        self._stderr = open(self.log_path, "a")
+        self._jsonl = open(logs / "engine.stdout.jsonl", "a")
+        if attempt > 1:
+            self._stderr.write(f"\n==== cepkit: engine program restarted (attempt {attempt}) ====\n")
+            self._stderr.flush()
         self._other = logs / "engine.stdout.txt"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=cwd,
                                      text=True, bufsize=1, start_new_session=True)
@@ -68,6 +73,7 @@ class EngineProcess:
                 msg = None
             if isinstance(msg, dict) and "event" in msg:
                 msg["harness_ts_ms"] = now_ms()
+                msg["attempt"] = self.attempt
                 self._jsonl.write(json.dumps(msg) + "\n")
                 self._jsonl.flush()
                 if msg["event"] == "progress":

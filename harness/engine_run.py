@@ -16,38 +16,58 @@ directory, the program contract and the end conditions.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.engine_process import EngineProcess, last_error_line
+from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, executor_jvms, find_program
 from harness.jvm_archive import driver_java_options
+from harness.launch import (SUBMIT_SCRIPT, checkpoint_location, program_args, program_env, python_command,
+                            runtime_zip, spark_submit_command, submit_script)
 from harness.process import DriverProcess
+from harness.run_finish import finish_run, write_json
 from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
-from harness.runtime_archive import package_dir
 from harness.sink import SinkServer
 from harness.versions import machine, versions
+from kit.atomic import atomic_write
 from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 
 MONITOR_S = 1.0
+# An engine started outside the harness prints nothing the harness reads: the run is over once
+# every event was pulled and no output has come for this long.
+EXTERNAL_QUIET_S = 10.0
 
 
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)
+class _Quiet:
+    """How long the sink has received no row."""
+
+    def __init__(self):
+        self.rows, self.since = -1, 0.0
+
+    def for_s(self, sink_stats: dict, now: float) -> float:
+        rows = sum(sink_stats["streams"].values())
+        if rows != self.rows:
+            self.rows, self.since = rows, now
+        return now - self.since
 
 
-def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+def _connect_host(bind: str) -> str:
+    return "127.0.0.1" if bind in ("0.0.0.0", "") else "::1" if bind == "::" else bind
 
 
 class _Run:
-    def __init__(self, spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] | None):
+    def __init__(self, spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] | None,
+                 on_event: Callable[[str], None] | None = None):
         self.spec = spec
         self.on_progress = on_progress
+        self.on_event = on_event
+        self.faults = FaultInjector(spec.faults)
+        self.command: list[str] = []
+        self.env: dict[str, str] = {}
         self.dirs = {name: spec.run_dir / name for name in ("outputs", "metrics", "logs", "checkpoint")}
         self.t0 = time.monotonic()
         self.timings: dict[str, int | float | None] = {"harness_start_ms": now_ms()}
@@ -71,36 +91,58 @@ class _Run:
         for d in self.dirs.values():
             d.mkdir()
         logs = self.dirs["logs"]
-        _write_json(spec.run_dir / "versions.json", versions(spec.python))
-        _write_json(spec.run_dir / "machine.json", machine())
-        _write_json(logs / "spec.json", spec.to_dict())
-        self.sink = SinkServer(self.dirs["outputs"], spec.output_format, roll_rows=spec.roll_rows,
-                               streams=spec.output_schemas)
+        write_json(spec.run_dir / "versions.json", versions(spec.python))
+        write_json(spec.run_dir / "machine.json", machine())
+        write_json(logs / "spec.json", spec.to_dict())
+        self.sink = SinkServer(self.dirs["outputs"], spec.output_format, host=spec.driver.host,
+                               roll_rows=spec.roll_rows, streams=spec.output_schemas)
         self.driver = DriverProcess(spec.driver, python=spec.python)
-        self.client = self.driver.client()
-        env = dict(os.environ)
-        env.update(PYSPARK_PYTHON=spec.python, PYSPARK_DRIVER_PYTHON=spec.python, PYTHONUNBUFFERED="1")
-        env.update(dict(spec.env))
-        # The program and Spark's Python workers import the engine's runtime packages from where
-        # this harness found them (an installed wheel, or an editable checkout).
-        roots = [str(package_dir(name).parent) for name in spec.runtime_packages]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys((*roots, *filter(None, [env.get("PYTHONPATH")]))))
-        cmd = [spec.python, str(spec.program.resolve()), "--driver", f"{self.driver.host}:{self.driver.port}",
-               "--sink", f"{self.sink.host}:{self.sink.port}", "--checkpoint", str(self.dirs["checkpoint"]),
-               "--master", spec.master, "--shuffle-partitions", str(spec.shuffle_partitions),
-               "--trigger-ms", str(spec.trigger_ms), "--source-partitions", str(spec.source_partitions)]
+        self.client = self.driver.client(host=_connect_host(spec.driver.host))
+        args = program_args(spec, self.driver.port, self.sink.port, checkpoint_location(spec, spec.run_dir),
+                            runtime_zip(spec))
+        self.env = program_env(spec)
+        submit = spark_submit_command(spec, args, spec.spark_conf)
+        script = spec.run_dir / SUBMIT_SCRIPT
+        atomic_write(script, submit_script(submit, self.env))
+        script.chmod(0o755)
         conf = spec.spark_conf
         if spec.jvm_class_archive:
             conf, self.class_archive = driver_java_options(conf, spec.python)
-        for key, value in conf:
-            cmd += ["--conf", f"{key}={value}"]
-        _write_json(logs / "command.json", cmd)
+        self.command = python_command(spec, args, conf) if spec.launch == "harness" else submit
+        write_json(logs / "command.json", self.command)
         self.timings["program_start_ms"] = now_ms()
-        self.program = EngineProcess(cmd, env, spec.run_dir, logs)
-        self.sampler = ResourceSampler(self.program.pid, self.dirs["metrics"] / "resources.csv").start()
+        self.sampler = ResourceSampler(None, self.dirs["metrics"] / "resources.csv", extra=self._executors)
+        if spec.launch == "harness":
+            self._launch(attempt=1)
+        elif self.on_event is not None:
+            self.on_event(f"waiting for the engine: run {script} (the harness feeds on port {self.driver.port}, "
+                          f"collects on port {self.sink.port})")
+        self.sampler.start()
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
 
+    def _launch(self, attempt: int) -> None:
+        self.program = EngineProcess(self.command, {**os.environ, **self.env}, self.spec.run_dir,
+                                     self.dirs["logs"], attempt)
+        self.sampler.retarget(self.program.pid)
+
+    def _executors(self) -> list[int]:
+        """The run's executor JVMs on this machine (a cluster's), sampled with the program."""
+        app_id = self._started_event().get("app_id") if self.program else None
+        return [p.pid for p in executor_jvms(app_id)] if app_id and self.spec.master.startswith("spark://") else []
+
+    def _started_event(self) -> dict:
+        return self.program.events.get("started", {}) if self.program else {}
+
     def wait_started(self) -> bool:
+        if self.spec.launch == "external":
+            return self._wait_external()
+        if not self._wait_program_started():
+            return False
+        self.timings["engine_started_ms"] = self.program.events["started"]["harness_ts_ms"]
+        self.timings["startup_s"] = round(time.monotonic() - self.t0, 3)
+        return True
+
+    def _wait_program_started(self) -> bool:
         deadline = time.monotonic() + self.spec.startup_timeout_s
         while not self.program.started.wait(0.2):
             self.program.refresh_tree()
@@ -115,8 +157,22 @@ class _Run:
                 self._end("failed", f"the engine program did not start within {self.spec.startup_timeout_s:g} s "
                                     f"(see {self.program.log_path})")
                 return False
-        self.timings["engine_started_ms"] = self.program.events["started"]["harness_ts_ms"]
+        return True
+
+    def _wait_external(self) -> bool:
+        """An engine started by someone else is up once its source asks the driver for offsets."""
+        deadline = time.monotonic() + self.spec.startup_timeout_s
+        while self.client.stats()["offset_requests"] == 0:
+            if time.monotonic() > deadline:
+                self._end("failed", f"no engine asked the feed for events within {self.spec.startup_timeout_s:g} s "
+                                    f"(run {self.spec.run_dir / SUBMIT_SCRIPT})")
+                return False
+            time.sleep(0.2)
+        self.timings["engine_started_ms"] = now_ms()
         self.timings["startup_s"] = round(time.monotonic() - self.t0, 3)
+        found = find_program(self.spec.program)
+        if found is not None:                 # on this machine: its CPU and memory are sampled too
+            self.sampler.retarget(found)
         return True
 
     def _program_error(self) -> str:
@@ -128,26 +184,40 @@ class _Run:
     # ---- monitor -------------------------------------------------------------------------------
 
     def monitor(self) -> None:
-        spec, client, program = self.spec, self.client, self.program
+        spec, client = self.spec, self.client
         client.begin()
         self.sampler.mark()
         self.clocks = client.info()["clocks"]
         self.timings["run_start_wall_ms"] = self.clocks["run_start_wall_ms"]
         begun = time.monotonic()
         over_since = finished_at = None
+        quiet = _Quiet()
         prev = (time.monotonic(), 0)
         next_tick = time.monotonic()
         while True:
-            rc = program.poll()
-            if rc is not None:
-                self._program_exited(rc)
-                return
+            if self.program is not None:
+                rc = self.program.poll()
+                if rc is not None and self.faults.awaiting_restart is not None:
+                    if not self._restart():
+                        return
+                    over_since = None
+                    continue
+                if rc is not None:
+                    self._program_exited(rc)
+                    return
             now = time.monotonic()
             if now < next_tick:
                 time.sleep(min(0.1, next_tick - now))
                 continue
             next_tick = now + MONITOR_S
-            program.refresh_tree()
+            if self.driver.proc.poll() is not None:
+                self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
+                                    "outputs so far are kept")
+                return
+            if not self._inject(now - begun):
+                return
+            if self.program is not None:
+                self.program.refresh_tree()
             stats = self.last_stats = client.stats()
             self.backlog_log.record(stats)
             rate = (stats["released"] - prev[1]) / max(now - prev[0], 1e-6)
@@ -157,7 +227,7 @@ class _Run:
                 self._end("failed", f"driver: {stats['failed']}")
                 return
             limit = spec.backlog_limit_events
-            if limit is not None and stats["backlog"] > limit:
+            if limit is not None and stats["backlog"] > limit and self.faults.awaiting_restart is None:
                 over_since = over_since if over_since is not None else now
                 if now - over_since >= spec.backlog_grace_s:
                     self._end("unsustainable", f"backlog {stats['backlog']} events > q^b = {limit} for "
@@ -169,7 +239,12 @@ class _Run:
                 if finished_at is None:
                     finished_at = now
                     self.timings["driver_finished_ms"] = now_ms()
-                elif now - finished_at > spec.drain_timeout_s:
+                if self.program is None and stats["backlog"] == 0 and quiet.for_s(self.sink.stats(), now) >= \
+                        EXTERNAL_QUIET_S:
+                    self._end("completed", f"every event pulled ({stats['total_events']} events) and no output for "
+                                           f"{EXTERNAL_QUIET_S:g} s (an engine started outside the harness)")
+                    return
+                if now - finished_at > spec.drain_timeout_s:
                     if stats["backlog"] > 0:
                         self._end("unsustainable", f"{stats['backlog']} events still not pulled "
                                                    f"{spec.drain_timeout_s:g} s after the last release")
@@ -177,6 +252,34 @@ class _Run:
                         self._end("failed", f"the program pulled every event but did not finish within "
                                             f"{spec.drain_timeout_s:g} s after the last release")
                     return
+
+    def _inject(self, elapsed_s: float) -> bool:
+        """Inject the faults now due; end a kill-engine's wait for the program's exit if it lags.
+        False when a fault could not be injected (the run ends: its figures would be wrong)."""
+        for fault in self.faults.due(elapsed_s):
+            record = self.faults.inject(fault, self.program.alive_tree() if self.program else [],
+                                        self._started_event().get("app_id"))
+            if record.at_ms is None:
+                self._end("failed", f"fault {fault.text}: {record.note}")
+                return False
+            if self.on_event is not None:
+                self.on_event(f"fault {fault.text}: killed {record.target} (pid {record.pid})")
+        pending = self.faults.awaiting_restart
+        if pending is not None and self.program.poll() is None and now_ms() - pending.at_ms > EXIT_AFTER_KILL_S * 1000:
+            self.program.terminate(wait_s=5.0)
+        return True
+
+    def _restart(self) -> bool:
+        """The program exited after its JVM was killed: start it again from its checkpoint."""
+        record = self.faults.awaiting_restart
+        self.program.reap()
+        self._launch(attempt=self.program.attempt + 1)
+        if self.on_event is not None:
+            self.on_event(f"restarting the engine program from its checkpoint (attempt {self.program.attempt})")
+        if not self._wait_program_started():
+            return False
+        record.restarted_ms = self.program.events["started"]["harness_ts_ms"]
+        return True
 
     def _report(self, stats: dict, rate: float, elapsed_s: float) -> None:
         if self.on_progress is None:
@@ -212,83 +315,12 @@ class _Run:
 
     # ---- stop ----------------------------------------------------------------------------------
 
-    def cleanup(self) -> None:
-        """Stop everything that was started, in order; never raises for a half-started run."""
-        errors = []
-        if self.program is not None:
-            try:
-                if self.program.poll() is None:
-                    self.program.terminate()
-                else:
-                    self.program.reap()
-            except Exception as e:  # noqa: BLE001 - keep cleaning up
-                errors.append(f"program: {e}")
-        if self.sampler is not None:
-            self.sampler.stop()
-        if self.backlog_log is not None:
-            self.backlog_log.close()
-        if self.driver is not None:
-            try:
-                if self.client is not None:
-                    try:
-                        self.last_stats = self.client.stats()
-                    except CepkitError:
-                        pass
-                    self.client.close()
-                self.final_stats = self.driver.stop() or self.last_stats
-                _write_json(self.dirs["logs"] / "driver.json", self.final_stats)
-            except Exception as e:  # noqa: BLE001
-                errors.append(f"driver: {e}")
-        if self.sink is not None:
-            try:
-                self.output_log = self.sink.finish(self.clocks)
-            except Exception as e:  # noqa: BLE001
-                errors.append(f"sink: {e}")
-        if errors and self.status == "completed":
-            self._end("failed", "cleanup failed: " + "; ".join(errors))
 
-    def result(self) -> EngineRunResult:
-        sink = self.sink.stats() if self.sink is not None else {"streams": {}, "latency": {}}
-        stats = self.final_stats or self.last_stats or {}
-        lat = sink["latency"]
-        duration = round(time.monotonic() - self.t0, 3)
-        self.timings["duration_s"] = duration
-        return EngineRunResult(
-            status=self.status, message=self.message, run_dir=self.spec.run_dir, output_log=self.output_log,
-            events_total=stats.get("total_events"), events_released=stats.get("released"),
-            events_pulled=stats.get("pulled"), outputs=dict(sink["streams"]),
-            peak_rss_bytes=self.sampler.peak_rss_bytes if self.sampler and self.sampler.samples else None,
-            mean_cpu_percent=_round(self.sampler.run_mean_cpu_percent if self.sampler else None),
-            latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration,
-            peak_state_bytes=self.program.peak_state_bytes if self.program else None,
-            peak_state_rows=self.program.peak_state_rows if self.program else None)
-
-    def write_run_json(self, result: EngineRunResult) -> None:
-        stats = self.final_stats or self.last_stats or {}
-        program = self.program
-        record = {
-            "kind": "cepkit.engine-run", "schema_version": 1,
-            "status": result.status, "reason": result.message,
-            "program": str(self.spec.program), "spec": self.spec.to_dict(),
-            "timings": self.timings, "clocks": self.clocks, "jvm_class_archive": self.class_archive,
-            "events": {"total": stats.get("total_events"), "released": stats.get("released"),
-                       "pulled": stats.get("pulled"), "backlog_at_end": stats.get("backlog")},
-            "outputs": result.outputs, "output_log": str(result.output_log) if result.output_log else None,
-            "driver_lateness": stats.get("lateness"),
-            "resources": {"peak_rss_bytes": result.peak_rss_bytes, "mean_cpu_percent": result.mean_cpu_percent,
-                          "mean_cpu_percent_with_startup": _round(self.sampler.mean_cpu_percent if self.sampler
-                                                                  else None),
-                          "samples": self.sampler.samples if self.sampler else 0,
-                          "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
-            "latency": self.sink.stats()["latency"] if self.sink else None,
-            "engine": {k: v for k, v in (program.events if program else {}).items()},
-            "engine_exit_code": program.poll() if program else None,
-        }
-        _write_json(self.spec.run_dir / "run.json", record)
-
-
-def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] | None = None) -> EngineRunResult:
+def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] | None = None,
+               on_event: Callable[[str], None] | None = None) -> EngineRunResult:
     """Run `spec.program` against the driver; returns how it went (see EngineRunResult).
+    `on_event` hears the moments a user should know of (waiting for an external engine, faults,
+    restarts), one line each.
 
     Engine failures (a crash, a failed query, no start in time) come back as status "failed" with
     a one-line message; a bad setting or dataset raises CepkitError (after cleaning up). The run
@@ -299,7 +331,7 @@ def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] |
     if not spec.program.is_file():
         raise CepkitError(f"{spec.program}: engine program not found")
     spec.run_dir.mkdir(parents=True)
-    run = _Run(spec, on_progress)
+    run = _Run(spec, on_progress, on_event)
     try:
         run.start()
         if run.wait_started():
@@ -314,7 +346,5 @@ def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] |
         run._end("failed", f"harness error: {type(e).__name__}: {e}")
         raise
     finally:
-        run.cleanup()
-        result = run.result()
-        run.write_run_json(result)
+        result = finish_run(run)
     return result

@@ -68,6 +68,7 @@ class Driver:
             check_aligned(cfg.start_wall_ms, self.dataset.sim_start_ms, cfg.align_ms)
         self.clock = EpochClock()
         self.buffer = ReleaseBuffer(cfg.retain_bytes, self.dataset.total_rows, cfg.keep_unread_events)
+        self.offset_requests = 0        # an engine source asking for offsets: it is up (stats)
         self.lateness = LatenessRecorder()
         self.run_start_wall_ms: int | None = None
         self._schema = self.dataset.out_schema
@@ -289,7 +290,8 @@ class Driver:
             out = {"released": buf.released, "pulled": buf.pulled, "backlog": buf.released - buf.pulled,
                    "total_events": buf.total_events, "finished": buf.finished, "failed": buf.failed,
                    "retained_from": buf.retained_from, "retained_bytes": buf.retained_bytes,
-                   "served_rows": buf.served_rows, "reads": buf.reads}
+                   "served_rows": buf.served_rows, "reads": buf.reads, "committed": buf.committed}
+        out["offset_requests"] = self.offset_requests
         out["run_start_wall_ms"] = self.run_start_wall_ms
         out["now_ms"] = round(self.clock.now_ms(), 3)
         out["connections_open"] = self._server.open_connections if self._server else 0
@@ -302,6 +304,7 @@ class Driver:
         if op == "read":
             return self._read(req)
         if op == "latest_offset":
+            self.offset_requests += 1
             after = _req_int(req, "after", -1)
             wait_ms = min(_req_int(req, "wait_ms", 0), MAX_WAIT_MS)
             released = self.buffer.wait_beyond(after, wait_ms / 1000.0) if wait_ms > 0 else self.buffer.released
@@ -311,6 +314,12 @@ class Driver:
                     "total_events": self.buffer.total_events}, None
         if op == "stats":
             return {"ok": True, "stats": self.stats()}, None
+        if op == "commit":
+            end = _req_int(req, "end", None)
+            if end < 0:
+                raise BadRequestError(f"commit: end must be >= 0, got {end}")
+            self.buffer.commit(end)
+            return {"ok": True}, None
         if op == "hello":
             return {"ok": True, "info": self.info()}, encode_batches(self._schema, [])
         if op == "begin":

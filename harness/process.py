@@ -66,8 +66,9 @@ class DriverProcess:
         last = lines[-1] if lines else "no message"
         return f"{last} (exit code {code})" if code is not None else f"{last} (no ready line in time)"
 
-    def client(self, **kwargs) -> DriverClient:
-        return DriverClient(self.host, self.port, **kwargs)
+    def client(self, host: str | None = None, **kwargs) -> DriverClient:
+        """A client of this driver (at `host`, default the address it bound)."""
+        return DriverClient(host or self.host, self.port, **kwargs)
 
     def wait(self, timeout_s: float | None = None) -> dict | None:
         """Wait for the driver to exit by itself (exit_when_drained); its final stats."""

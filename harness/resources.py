@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -72,10 +73,14 @@ def _kind(proc: psutil.Process) -> str:
 
 
 class ResourceSampler:
-    """Samples the tree under `root_pid` every `interval_s` until `stop()`."""
+    """Samples the tree under `root_pid` every `interval_s` until `stop()`, plus the trees of the
+    pids `extra()` names (a cluster's executors on this machine). `retarget` moves it to another
+    root (a restarted program, or one found after it started); with no root there is no row."""
 
-    def __init__(self, root_pid: int, csv_path: Path, interval_s: float = 1.0):
+    def __init__(self, root_pid: int | None, csv_path: Path, interval_s: float = 1.0,
+                 extra: Callable[[], list[int]] | None = None):
         self.root_pid = root_pid
+        self._extra = extra
         self.interval_s = interval_s
         self._log = CsvLog(csv_path, RESOURCE_COLUMNS)
         self._procs: dict[int, psutil.Process] = {}
@@ -92,6 +97,9 @@ class ResourceSampler:
         self._marked = False
         self._run_samples = 0
         self._run_cpu_sum = 0.0
+
+    def retarget(self, root_pid: int) -> None:
+        self.root_pid = root_pid
 
     def mark(self) -> None:
         """From now on `run_mean_cpu_percent` averages the samples (the measured run begins)."""
@@ -125,15 +133,17 @@ class ResourceSampler:
         # The first reading only sets the CPU baseline; rows start one interval later.
         self.sample(write=False)
         while not self._stop.wait(self.interval_s):
-            if self.sample() is None:
-                return      # the root process is gone
+            self.sample()       # nothing while there is no root (a program restarting)
 
     def _tree(self) -> list[psutil.Process]:
-        try:
-            root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
-            procs = [root] + root.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
+        procs: list[psutil.Process] = []
+        roots = ([self.root_pid] if self.root_pid is not None else []) + (self._extra() if self._extra else [])
+        for pid in dict.fromkeys(roots):
+            try:
+                root = self._procs.get(pid) or psutil.Process(pid)
+                procs += [root] + root.children(recursive=True)
+            except psutil.NoSuchProcess:
+                continue
         out = []
         for p in procs:
             # Keep the Process objects: they remember the create time, so a reused pid is not mixed up.

@@ -6,6 +6,7 @@ harness/engine_run.py, written to run.json (specs/ENGINE_RUN.md).
 from __future__ import annotations
 
 import dataclasses
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.config import DriverConfig
+from kit.config import LAUNCHES
 from kit.errors import CepkitError
+from kit.faults import Fault
 from kit.outputlog import FORMATS
 from kit.records import RecordSchema
 
@@ -54,6 +57,18 @@ class EngineRunSpec:
     # The top-level packages the program imports (the engine's runtime, kit.engines): found where
     # this interpreter finds them and put on the program's PYTHONPATH.
     runtime_packages: tuple[str, ...] = ()
+    # The feed and the sink listen on `driver.host`; the program reaches them at `advertised_host`
+    # (None: the bind address, or this machine's name when binding every interface).
+    advertised_host: str | None = None
+    checkpoint_url: str = ""                   # "": in the run directory (launch.checkpoint_location)
+    launch: str = "harness"                    # "external": you start engine/spark-submit.sh
+    faults: tuple[Fault, ...] = ()             # kit/faults.py, in time order
+
+    @property
+    def advertised(self) -> str:
+        if self.advertised_host:
+            return self.advertised_host
+        return socket.getfqdn() if self.driver.host in ("0.0.0.0", "::") else self.driver.host
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "program", Path(self.program))
@@ -92,6 +107,16 @@ class EngineRunSpec:
                 raise _bad(name, f"must be a number >= 0, got {value!r}")
         if not self.master:
             raise _bad("master", "must not be empty")
+        if self.launch not in LAUNCHES:
+            raise _bad("launch", f"must be one of {', '.join(LAUNCHES)}, got {self.launch!r}")
+        faults = tuple(sorted(self.faults, key=lambda f: f.at_s))
+        if not all(isinstance(f, Fault) for f in faults):
+            raise _bad("faults", "must be kit.faults.Fault values")
+        if faults and self.launch != "harness":
+            raise _bad("faults", "need launch = harness (the harness restarts the program it started)")
+        if any(f.kind == "kill-executor" for f in faults) and not self.master.startswith("spark://"):
+            raise _bad("faults", f"kill-executor needs a cluster master (spark://HOST:PORT), not {self.master!r}")
+        object.__setattr__(self, "faults", faults)
 
     def to_dict(self) -> dict:
         return {"program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
@@ -102,7 +127,9 @@ class EngineRunSpec:
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
                 "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive,
-                "runtime_packages": list(self.runtime_packages)}
+                "runtime_packages": list(self.runtime_packages), "advertised_host": self.advertised,
+                "checkpoint_url": self.checkpoint_url, "launch": self.launch,
+                "faults": [f.text for f in self.faults]}
 
 
 @dataclass(frozen=True)

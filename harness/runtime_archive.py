@@ -15,7 +15,6 @@ import zipfile
 from pathlib import Path
 
 from kit.atomic import atomic_write
-from kit.engines import Engine
 from kit.errors import CepkitError
 
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
@@ -29,11 +28,12 @@ def package_dir(name: str) -> Path:
     return Path(list(found.submodule_search_locations)[0])
 
 
-def runtime_archive_bytes(engine: Engine) -> bytes:
-    """The zip of the engine's runtime packages: every .py file, under its package path."""
+def runtime_archive_bytes(packages) -> bytes:
+    """The zip of the engine's runtime packages (`kit.engines.Engine.runtime_packages`): every .py
+    file, under its package path."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in engine.runtime_packages:
+        for name in packages:
             root = package_dir(name)
             for path in sorted(root.rglob("*.py")):
                 info = zipfile.ZipInfo(str(Path(name) / path.relative_to(root)), _FIXED_TIME)
@@ -42,5 +42,5 @@ def runtime_archive_bytes(engine: Engine) -> bytes:
     return buf.getvalue()
 
 
-def write_runtime_archive(engine: Engine, path: Path) -> Path:
-    return atomic_write(Path(path), runtime_archive_bytes(engine))
+def write_runtime_archive(packages, path: Path) -> Path:
+    return atomic_write(Path(path), runtime_archive_bytes(packages))

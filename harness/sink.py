@@ -293,12 +293,13 @@ class SinkServer:
                     "duplicates": self._duplicates, "last_arrival_ms": self._last_arrival_ms,
                     "latency": self._latency.summary()}
 
-    def finish(self, clocks: Mapping | None) -> Path | None:
+    def finish(self, clocks: Mapping | None, faults: list[dict] = ()) -> Path | None:
         """Stop listening, write what is buffered, close the files and write output-log.json.
 
         `clocks` holds run_start_wall_ms, sim_start_ms and speed (the driver's clocks; speed None
         for rate pacing, where no wall/simulated relation exists: then the key is left out). With
         `clocks` None (the run never started) the files are closed and no log is written.
+        `faults` are the faults injected into the engine (kind and wall-clock time of each kill).
         Returns the log's path or None.
         """
         self._server.stop()
@@ -326,6 +327,8 @@ class SinkServer:
         # Whether outputs can be placed on the dataset's rate profile (only when paced by its times).
         log["pacing"] = str(clocks.get("pacing") or "tickts")
         log["streams"] = {name: {"files": list(self._streams[name].files)} for name in order}
+        if faults:
+            log["faults"] = [dict(f) for f in faults]
         path = self.out_dir / LOG_NAME
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(log, indent=2) + "\n")

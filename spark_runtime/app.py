@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--source-partitions", type=int, default=1, help="offset ranges read in parallel per batch")
     ap.add_argument("--max-rows-per-batch", type=int, default=None)
+    ap.add_argument("--py-files", default=None, metavar="ZIP",
+                    help="the engine's runtime as a zip, shipped to the executors (they need no cepkit installed)")
     return ap
 
 
@@ -234,6 +236,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
     pause_file = os.path.join(tempfile.gettempdir(), f"cepkit-pause-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         spark = build_session(app_name, args.master, args.shuffle_partitions, spark_conf, overrides)
+        if args.py_files and not _under_spark_submit():     # spark-submit --py-files already shipped it
+            spark.sparkContext.addPyFile(args.py_files)
         # SparkContext installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt);
         # ours stops the query between batches instead.
         install_handlers()
@@ -260,7 +264,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             raise _StopRequested()
         query = restarter.query
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
-              pid=os.getpid(), streams=streams)
+              pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
+              streams=streams)
         return watch(restarter, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
     except _StopRequested:
         running.set()       # a second signal must not interrupt the cleanup below

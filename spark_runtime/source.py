@@ -159,7 +159,9 @@ class DriverStreamReader(DataSourceStreamReader):
             yield from read_range(client, partition.start, partition.end, self.arrow_schema)
 
     def commit(self, end: dict) -> None:
-        pass        # the driver keeps what it retains; nothing to acknowledge
+        # Spark calls this once the batch ending at `end` is checkpointed: a restarted query reads
+        # from there, so the driver may forget what lies before it, and must keep what follows.
+        self._driver().commit(int(end["offset"]))
 
     def stop(self) -> None:
         if self._client is not None:

@@ -26,6 +26,7 @@ from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
 from validator.micro_reference import expected_for_dataset
 from validator.adaptivity import PEAK, AdaptivityMetrics, adaptivity_metrics
 from validator.outputlog import Clocks, read_output_log
+from validator.recovery import Recovery, recoveries
 
 ADAPTIVITY_METRICS = ("max-latency", "latency-degradation", "recovery-time", "post-peak-latency-variation")
 TRIGGER_TS = "triggerTS"      # inputTS in the dataset's time: a comparison key
@@ -49,6 +50,7 @@ class MicroOutcome:
     queries: tuple[QueryOutcome, ...]
     adaptivity: AdaptivityMetrics | None = None
     adaptivity_note: str | None = None       # why no adaptivity metrics were computed, when asked for
+    recoveries: tuple[Recovery, ...] = ()    # one per fault injected into the engine
 
     @property
     def passed(self) -> bool:
@@ -61,7 +63,7 @@ class MicroOutcome:
     def to_dict(self) -> dict:
         return {"workload": self.workload, "verdict": self.verdict, "queries": [q.to_dict() for q in self.queries],
                 "adaptivity": self.adaptivity.to_dict() if self.adaptivity else None,
-                "adaptivity_note": self.adaptivity_note}
+                "adaptivity_note": self.adaptivity_note, "faults": [r.to_dict() for r in self.recoveries]}
 
 
 def time_fields(query) -> list[str]:
@@ -113,5 +115,6 @@ def validate_micro_run(workload: Workload, dataset_dir: Path, log_dir: Path,
             adaptivity = adaptivity_metrics(pd.concat(rows, ignore_index=True), profile, log.clocks)
         except CepkitError as e:        # e.g. no output in the peak phase: a finding, not a crash
             note = str(e)
-    return (MicroOutcome(workload.name, tuple(outcomes), adaptivity, note),
+    recovered = recoveries(log.faults, [log.stream(q.id) for q in workload.queries])
+    return (MicroOutcome(workload.name, tuple(outcomes), adaptivity, note, recovered),
             np.concatenate(every) if every else np.array([]))

@@ -29,6 +29,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
+from kit.faults import FAULT_KINDS
 from kit.jsonfile import read_json_object
 from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, INGEST_TS, KIND, LOG_NAME, PACINGS, SCHEMA_VERSION
 from kit.records import RecordSchema, arrow_type
@@ -83,14 +84,25 @@ class Clocks:
 
 
 @dataclass(frozen=True)
+class LoggedFault:
+    """A fault the harness injected into the engine (kit/faults.py): its kind and kill time."""
+
+    fault: str                  # as asked, e.g. "kill-engine@40s"
+    kind: str
+    at_ms: int                  # wall-clock epoch ms of the kill
+
+
+@dataclass(frozen=True)
 class OutputLog:
-    """A read output log: where it is, its format and clocks, and each stream's rows."""
+    """A read output log: where it is, its format and clocks, each stream's rows, and the faults
+    injected during the run."""
 
     directory: Path
     format: str
     clocks: Clocks
     streams: dict[str, pd.DataFrame]
     files: dict[str, tuple[Path, ...]]
+    faults: tuple[LoggedFault, ...] = ()
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -139,7 +151,7 @@ def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None
         files[name] = tuple(paths)
         streams[name] = (pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]) if parts \
             else _empty_frame(schema)
-    return OutputLog(lpath.parent, fmt, clocks, streams, files)
+    return OutputLog(lpath.parent, fmt, clocks, streams, files, _faults(lpath, meta))
 
 
 def read_resources(path: str | Path) -> pd.DataFrame | None:
@@ -193,6 +205,22 @@ def _clocks(lpath: Path, meta: dict) -> Clocks:
     if pacing not in PACINGS:
         raise at(lpath, "pacing", f"expected one of {', '.join(PACINGS)}, got {pacing!r}")
     return Clocks(meta["run_start_wall_ms"], meta["sim_start_ms"], float(speed), pacing)
+
+
+def _faults(lpath: Path, meta: dict) -> tuple[LoggedFault, ...]:
+    entries = meta.get("faults", [])
+    if not isinstance(entries, list):
+        raise at(lpath, "faults", f"expected a list, got {type(entries).__name__}")
+    out = []
+    for i, e in enumerate(entries):
+        where = f"faults[{i}]"
+        if not isinstance(e, dict) or e.get("kind") not in FAULT_KINDS:
+            raise at(lpath, where, f"expected an object with kind one of {', '.join(FAULT_KINDS)}, got {e!r}")
+        at_ms = e.get("at_ms")
+        if isinstance(at_ms, bool) or not isinstance(at_ms, int) or at_ms < 0:
+            raise at(lpath, f"{where}.at_ms", f"expected an epoch ms, got {at_ms!r}")
+        out.append(LoggedFault(str(e.get("fault") or e["kind"]), e["kind"], at_ms))
+    return tuple(sorted(out, key=lambda f: f.at_ms))
 
 
 def _stream_files(lpath: Path, name: str, entry, fmt: str) -> list[Path]:

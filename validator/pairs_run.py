@@ -23,6 +23,7 @@ from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
+from validator.recovery import Recovery, recoveries
 from validator.report import format_text_report, pscore_lines
 from validator.report_page import ReportInputs, StrategyChart, write_report
 
@@ -67,6 +68,7 @@ class PairsOutcome:
     p99_ci_ms: tuple | None = None       # (low, high) 95 % interval of that p99 in ms; None on an open side
     pscore_ci: tuple | None = None       # (low, high) 95 % interval of the pscore; None on an open side
     lines: tuple[str, ...] = ()          # p99 and pscore in words with count and interval (report.pscore_lines)
+    recoveries: tuple[Recovery, ...] = ()  # one per fault injected into the engine (validator/recovery.py)
 
 
 def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
@@ -124,7 +126,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         df.to_parquet(out / "expected" / f"{name}.parquet", index=False)
     ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
     comparisons: list[StreamComparison] = []
-    latency, pscore, clocks, resources, pscore_note = [], None, None, None, None
+    latency, pscore, clocks, resources, pscore_note, recovered = [], None, None, None, None, ()
     if log is not None:
         clocks = log.clocks
         profile = run_profile(manifest, clocks, [log.stream(name) for name in SCHEMAS], v.measure_ms)
@@ -136,6 +138,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
             pscore = pscore_for_run(spec.scale_factor, log.stream("MarketOrder"), profile, clocks)
         except CepkitError as e:  # e.g. no order in the measurement interval: a fact, not an error
             pscore_note = str(e)
+        recovered = recoveries(log.faults, [log.stream(name) for name in SCHEMAS])
         resources = read_resources(Path(v.log).parent / "metrics" / "resources.csv") \
             if (Path(v.log).parent / "metrics" / "resources.csv").exists() else None
     inputs = ReportInputs(
@@ -147,7 +150,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                   **({"pscore": f"not computed: {pscore_note}"} if pscore_note else {})},
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
         input_series=ref.input_per_second, resources=resources,
-        chart=_chart(v.chart_strategy, expected))
+        chart=_chart(v.chart_strategy, expected), recoveries=recovered)
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons), latency=tuple(latency)) if comparisons \
         else "no engine log: expected answers only"
@@ -158,4 +161,5 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                         None if pscore is None else pscore.mi_rows,
                         None if pscore is None else (pscore.p99_ci_low_ms, pscore.p99_ci_high_ms),
                         None if pscore is None else (pscore.pscore_ci_low, pscore.pscore_ci_high),
-                        pscore_lines(pscore, pscore_note) if v.log is not None else ())
+                        (*pscore_lines(pscore, pscore_note), *(r.line() for r in recovered)) if v.log is not None else (),
+                        recovered)

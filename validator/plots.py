@@ -136,11 +136,21 @@ def _series_axes(latencies: Sequence[StreamLatency], profile: RateProfile | None
     return xs, div, xlabel, fig, ax
 
 
+def _mark_faults(ax, faults, clocks: Clocks, div: float) -> None:
+    """A red line at each fault's kill, on the run's time axis, labelled with the fault."""
+    for i, (name, at_ms) in enumerate(faults):
+        x = (at_ms - clocks.run_start_wall_ms) / 1000.0 * clocks.speed / div
+        ax.axvline(x, color="#c62828", lw=1.2, ls="-", zorder=3, label="fault" if i == 0 else None)
+        ax.annotate(name, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -10), textcoords="offset points",
+                    fontsize=7, color="#c62828")
+
+
 @_styled
 def plot_latency_over_time(path: Path, latencies: Sequence[StreamLatency], profile: RateProfile | None,
-                           clocks: Clocks) -> Path:
-    """p50 and p99 event-time latency per second of arrival, per stream."""
+                           clocks: Clocks, faults: Sequence[tuple[str, int]] = ()) -> Path:
+    """p50 and p99 event-time latency per second of arrival, per stream; faults marked."""
     xs, div, xlabel, fig, ax = _series_axes(latencies, profile, clocks)
+    _mark_faults(ax, faults, clocks, div)
     for i, (s, x) in enumerate(zip(latencies, xs)):
         c = PALETTE[i % len(PALETTE)]
         # Seconds without outputs have no latency: connect the seconds that have one, and mark
@@ -161,9 +171,10 @@ def plot_latency_over_time(path: Path, latencies: Sequence[StreamLatency], profi
 
 @_styled
 def plot_throughput(path: Path, latencies: Sequence[StreamLatency], profile: RateProfile | None,
-                    clocks: Clocks) -> Path:
-    """Outputs per second of arrival, per stream."""
+                    clocks: Clocks, faults: Sequence[tuple[str, int]] = ()) -> Path:
+    """Outputs per second of arrival, per stream; faults marked."""
     xs, div, xlabel, fig, ax = _series_axes(latencies, profile, clocks)
+    _mark_faults(ax, faults, clocks, div)
     for i, (s, x) in enumerate(zip(latencies, xs)):
         ax.step((x + 1) / div, s.series["outputs"], where="pre", color=PALETTE[i % len(PALETTE)], lw=1.0,
                 label=s.stream)

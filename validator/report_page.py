@@ -32,6 +32,7 @@ from validator.adaptivity import AdaptivityMetrics
 from validator.compare import StreamComparison
 from validator.latency import Pscore, StreamLatency
 from validator.order_stats import PERCENTILES, interval_text, percentile_note, percentile_text
+from validator.recovery import Recovery
 from validator.outputlog import RESOURCE_COLUMNS, Clocks
 from validator.report import cell_text, overall_verdict, pscore_lines
 
@@ -76,6 +77,8 @@ class ReportInputs:
       `count` = input events in that second): the input-rate figure.
     - resources: metrics/resources.csv samples (ts_ms, cpu_percent, rss_bytes, ...). Needs `clocks`.
     - chart: the strategy shown in the Figure 7.5 chart.
+    - recoveries: one per fault injected into the engine (validator/recovery.py); marked on the
+      latency and throughput charts. Needs `clocks`.
     - shown: how many incorrect answers the page lists per stream.
     """
 
@@ -90,6 +93,7 @@ class ReportInputs:
     input_series: pd.DataFrame | None = None
     resources: pd.DataFrame | None = None
     chart: StrategyChart | None = None
+    recoveries: tuple[Recovery, ...] = ()
     notes: tuple[str, ...] = ()
     shown: int = DEFAULT_SHOWN
 
@@ -187,12 +191,14 @@ def _draw_figures(inputs: ReportInputs, fig_dir: Path) -> list[dict]:
             "profile's phases, blue ones form the measurement interval.",
             lambda p: plots.plot_input_rate(p, inputs.profile, inputs.input_series))
     with_series = [s for s in inputs.latency if len(s.series)]
+    faults = [(r.fault, r.at_ms) for r in inputs.recoveries]
+    marked = "; red lines mark the injected faults." if faults else "."
     if with_series:
         add("latency-time", "Latency over time", "Median (dotted) and 99th-percentile event-time latency of the "
-            "outputs arriving in each second.",
-            lambda p: plots.plot_latency_over_time(p, with_series, inputs.profile, inputs.clocks))
-        add("throughput", "Throughput over time", "Output rows received by the sink in each second.",
-            lambda p: plots.plot_throughput(p, with_series, inputs.profile, inputs.clocks))
+            "outputs arriving in each second" + marked,
+            lambda p: plots.plot_latency_over_time(p, with_series, inputs.profile, inputs.clocks, faults))
+        add("throughput", "Throughput over time", "Output rows received by the sink in each second" + marked,
+            lambda p: plots.plot_throughput(p, with_series, inputs.profile, inputs.clocks, faults))
     if any(s.event.count for s in inputs.latency):
         add("latency-histogram", "Latency histogram", "Event-time latency (arrivalTS − inputTS) of the outputs "
             "triggered inside the measurement interval.",
@@ -239,6 +245,11 @@ def _cards(inputs: ReportInputs) -> list[dict]:
     if inputs.adaptivity is not None:
         a = inputs.adaptivity
         cards.append({"label": "max peak latency", "value": _num(a.max_peak_latency_ms), "unit": "ms"})
+    for r in inputs.recoveries:
+        cards.append({"label": f"recovery ({r.fault})",
+                      "value": "none" if r.recovery_ms is None else f"{r.recovery_ms / 1000:,.1f}",
+                      "unit": "no output after the kill" if r.recovery_ms is None
+                      else f"s, kill to the first output · latency peak {r.peak_latency_ms:,} ms"})
     total = sum(c.engine for c in inputs.comparisons)
     if inputs.comparisons:
         cards.append({"label": "engine answers", "value": f"{total:,}", "unit": f"{len(inputs.comparisons)} stream(s)"})
@@ -319,6 +330,7 @@ def _summary(inputs: ReportInputs, figures: list[dict], generated: str) -> dict:
         "latency": {s.stream: s.to_dict() for s in inputs.latency},
         "pscore": inputs.pscore.to_dict() if inputs.pscore is not None else None,
         "adaptivity": inputs.adaptivity.to_dict() if inputs.adaptivity is not None else None,
+        "faults": [r.to_dict() for r in inputs.recoveries],
         "figures": [f["file"] for f in figures], "notes": list(inputs.notes),
     })
 

@@ -32,6 +32,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("micro", "cepkit_app.cli.micro_cmd", "run microbenchmark suites end to end: data, queries, engine, validation"),
     ("translate", "cepkit_app.cli.translate_cmd", "compile a workload spec into a runnable engine program (no engine started)"),
     ("validate", "cepkit_app.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
+    ("cluster", "cepkit_app.cli.cluster_cmd", "start, inspect or stop a Spark standalone cluster on this machine"),
 )
 
 

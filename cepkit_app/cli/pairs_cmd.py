@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cepkit_app.cli import add_config_options, command_config
-from kit.config import PLANS, REPLAYS
+from kit.config import LAUNCHES, PLANS, REPLAYS
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -30,6 +30,13 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--rate", type=float, metavar="EPS", help="constant replay: events per second (run.replay_rate_eps)")
     p.add_argument("--no-verify", action="store_true",
                    help="with --data: skip the sha256 check of the dataset's files (huge, trusted data)")
+    p.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
+                   help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
+                        "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "
+                        "repeatable (run.faults)")
+    p.add_argument("--launch", choices=LAUNCHES,
+                   help="who starts the engine: the harness (default), or you (external: the harness feeds, writes "
+                        "engine/spark-submit.sh and waits for it) (run.launch)")
     p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
     p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
@@ -39,7 +46,8 @@ def register(sub, name: str, help_text: str) -> None:
 
 # (argparse dest, config key) of this command's own options.
 FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "run.plan"), ("master", "run.master"),
-         ("replay", "run.replay"), ("speed", "run.speed"), ("rate", "run.replay_rate_eps"))
+         ("replay", "run.replay"), ("speed", "run.speed"), ("rate", "run.replay_rate_eps"),
+         ("fault", "run.faults"), ("launch", "run.launch"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ run spec built from `[run]`, and the progress snapshot placed on the run's phase
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec
 from kit.config import Config
 from kit.engines import ENGINES
+from kit.faults import parse_faults
 
 
 def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverConfig, output_schemas: dict,
@@ -20,14 +22,15 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
     release rate (`RunConfig.backlog_limit_events`)."""
     r = cfg.run
     return EngineRunSpec(
-        program=program, run_dir=run_dir, driver=driver, master=r.master,
+        program=program, run_dir=run_dir, driver=dataclasses.replace(driver, host=r.feed_bind), master=r.master,
         spark_conf=(("spark.driver.memory", r.driver_memory), *extra_conf,
                     *(tuple(item.split("=", 1)) for item in r.spark_conf)),     # the user's come last
         shuffle_partitions=r.shuffle_partitions, source_partitions=r.source_partitions,
         trigger_ms=r.trigger_ms, output_format=r.output_format, output_schemas=output_schemas,
         backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
         startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
-        runtime_packages=ENGINES[r.engine].runtime_packages)
+        runtime_packages=ENGINES[r.engine].runtime_packages, advertised_host=r.advertised_host,
+        checkpoint_url=r.checkpoint_url, launch=r.launch, faults=parse_faults(r.faults))
 
 
 @dataclass(frozen=True)

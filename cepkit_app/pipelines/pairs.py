@@ -159,7 +159,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     spec = engine_run_spec(cfg, program, run / "engine", driver_config(cfg, data),
                            {"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
                            mean_release_eps(cfg, manifest))
-    result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest))
+    result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
     if result.status != "completed":      # an unsustainable run's partial output proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.config.limits import FieldError, range_text
-from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS, PLANS,
-                                 PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, Config)
+from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS,
+                                 LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, Config)
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
 
@@ -44,7 +44,8 @@ def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
 _CHOICES = {"RateConfig.profile": PROFILES, "RateConfig.arrivals": ARRIVALS, "PairsConfig.format": FORMATS,
             "MicroConfig.format": FORMATS, "RunConfig.engine": ENGINE_NAMES, "RunConfig.plan": PLANS,
             "RunConfig.stamp": STAMPS, "RunConfig.replay": REPLAYS, "RunConfig.output_format": FORMATS,
-            "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS}
+            "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS,
+            "RunConfig.launch": LAUNCHES}
 
 
 def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str]]:

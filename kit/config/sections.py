@@ -15,8 +15,10 @@ import re
 from dataclasses import dataclass, field
 
 from kit import tomlio
-from kit.config.limits import check_values, choice, need, positive
+from kit.config.limits import FieldError, check_values, choice, need, positive
 from kit.engines import ENGINE_NAMES
+from kit.errors import CepkitError
+from kit.faults import parse_faults
 from kit.records import FILE_FORMATS
 
 CONFIG_KIND = "cepkit.config"
@@ -139,6 +141,8 @@ STAMPS = ("scheduled", "send")
 # How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
 # `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
 REPLAYS = ("recorded", "constant", "pull")
+# Who starts the engine program (run.launch).
+LAUNCHES = ("harness", "external")
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,20 @@ class RunConfig:
     # turns into one micro-batch of millions of rows collected on the driver (Q1 near 1 M ev/s).
     driver_memory: str = "4g"
     spark_conf: tuple[str, ...] = ()     # extra Spark settings, "key=value" each
+    # Where the harness's feed (driver) and sink listen, and the host the engine's processes use to
+    # reach them: loopback by default; 0.0.0.0 (all interfaces) and a host name executors on other
+    # machines resolve for a cluster. Unset advertised_host: the bind address (the machine's name
+    # when binding all interfaces).
+    feed_bind: str = "127.0.0.1"
+    advertised_host: str | None = None
+    # The streaming query's checkpoint: empty for the run directory; a URL (file:///shared/...,
+    # hdfs://...) under which each run gets its own directory, for clusters with shared storage.
+    checkpoint_url: str = ""
+    # Who starts the engine program: the harness, or you ("external": the harness feeds and waits;
+    # run the engine/spark-submit.sh it writes, by hand or from your scheduler).
+    launch: str = "harness"
+    # Faults injected on purpose (kit/faults.py): "kill-engine@40s", "kill-executor@60s", ...
+    faults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_values(self)              # every number finite and within LIMITS["RunConfig"]
@@ -205,6 +223,17 @@ class RunConfig:
         positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
         need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
         need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
+        need(bool(self.feed_bind), "feed_bind", "must not be empty (0.0.0.0 for every interface)")
+        need(self.advertised_host is None or bool(self.advertised_host), "advertised_host", "must not be empty")
+        choice(self, "launch", LAUNCHES)
+        try:
+            faults = parse_faults(self.faults)
+        except CepkitError as e:
+            raise FieldError("faults", str(e)) from None
+        need(not (self.launch == "external" and faults), "faults",
+             "need launch = \"harness\" (the harness restarts the program it started)")
+        need(not any(f.kind == "kill-executor" for f in faults) or self.master.startswith("spark://"), "faults",
+             f"kill-executor needs a cluster master (spark://HOST:PORT), not {self.master!r}")
 
     def backlog_limit_events(self, mean_eps: float | None) -> int | None:
         """q^b in events: `max_backlog_s` seconds of input at the mean release rate, at least 1000

@@ -98,6 +98,11 @@ class DriverClient(FrameClient):
     def stats(self) -> dict:
         return self._request({"op": "stats"})[0]["stats"]
 
+    def commit(self, end: int) -> None:
+        """Tell the driver the engine has checkpointed every event below `end` (it keeps the rest
+        for a restart)."""
+        self._request({"op": "commit", "end": int(end)})
+
     def begin(self, start_wall_ms: int | None = None) -> int:
         """Start a held run (no-op if it has begun); returns run_start_wall_ms."""
         req = {"op": "begin"}

@@ -26,7 +26,7 @@ PROTOCOL_VERSION = 1
 PREFIX = struct.Struct("!II")
 MAX_HEADER_BYTES = 1 << 20
 MAX_BODY_BYTES = (1 << 32) - 1
-OPS = ("hello", "latest_offset", "read", "stats", "begin")
+OPS = ("hello", "latest_offset", "read", "stats", "begin", "commit")
 
 
 class DriverError(CepkitError):

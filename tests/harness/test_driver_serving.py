@@ -100,6 +100,24 @@ def test_unread_events_within_keep_unread_events_are_never_evicted(ticks):
         assert c.read(0, total).num_rows == total
 
 
+def test_events_from_the_committed_offset_stay_for_a_restart(ticks):
+    # The same tiny budget, everything read as it comes; but the engine's checkpoint is still at 0,
+    # so a restarted engine must be able to read it all again.
+    cfg = DriverConfig(ticks, speed=50.0, chunk_rows=1000, retain_bytes=1, hold=True, **FAST)
+    with Driver(cfg) as drv, DriverClient(port=drv.port) as c:
+        c.commit(0)
+        c.begin()
+        total, pos = drv.dataset.total_rows, 0
+        while pos < total:
+            pos += c.read(pos, total, wait_ms=1000).num_rows
+        assert drv.wait_finished(10)
+        stats = c.stats()
+        assert (stats["pulled"], stats["committed"], stats["retained_from"]) == (total, 0, 0)
+        assert c.read(0, total).num_rows == total
+        c.commit(total)
+        assert c.stats()["committed"] == total
+
+
 def test_stats_report_backlog_and_lateness(ticks):
     with Driver(DriverConfig(ticks, speed=50.0, **FAST)) as drv, DriverClient(port=drv.port) as c:
         assert drv.wait_finished(10)

@@ -17,7 +17,7 @@ from translators.registry import engine_module
 from translators.request import PairsTranslation
 from translators.spark_micro import MicroTranslation
 
-SPARK = ENGINES["pyspark"]
+SPARK = ENGINES["pyspark"].runtime_packages
 
 
 def test_the_zip_holds_the_runtime_packages_and_is_reproducible(tmp_path):

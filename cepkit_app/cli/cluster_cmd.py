@@ -1,0 +1,104 @@
+"""`cepkit cluster start|status|stop`: a Spark standalone cluster (one master, N workers) on this
+machine, for runs with `--master spark://...` instead of `local[*]` (harness/cluster.py).
+
+`start` prints the master URL as its last stdout line, so a script can capture it; the state, the
+logs and the workers' directories live in `--dir` (default `cluster/` here), where `status` and
+`stop` find the cluster again.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_DIR = "cluster"
+# The spec's fields as the options that set them, so a bad value is reported by its option.
+_OPTIONS = {"workers": "--workers", "cores_per_worker": "--cores", "memory_per_worker": "--memory",
+            "host": "--host", "master_port": "--port", "directory": "--dir"}
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    start = actions.add_parser("start", help="start a master and workers; print the master URL",
+                               description="Start a Spark standalone master and workers on this machine, "
+                                           "wait until every worker is ALIVE, print the master URL.")
+    start.add_argument("--workers", type=int, default=2, metavar="N", help="number of workers (default 2)")
+    start.add_argument("--cores", type=int, default=1, metavar="C", help="cores each worker offers (default 1)")
+    start.add_argument("--memory", default="2g", metavar="SIZE", help="memory each worker offers (default 2g)")
+    start.add_argument("--host", default="127.0.0.1", help="address every daemon binds (default 127.0.0.1)")
+    start.add_argument("--port", type=int, default=0, metavar="P", help="master port (default: a free port)")
+    start.set_defaults(handler=_start)
+    status = actions.add_parser("status", help="is it running: processes, workers, cores, memory, applications")
+    status.set_defaults(handler=_status)
+    stop = actions.add_parser("stop", help="stop the workers (and their executors), then the master")
+    stop.set_defaults(handler=_stop)
+    for action in (start, status, stop):
+        action.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR",
+                            help=f"the cluster's state and logs (default: ./{DEFAULT_DIR})")
+
+
+def _spec(args: argparse.Namespace):
+    from harness.cluster import ClusterSpec
+    from kit.errors import CepkitError
+
+    try:
+        return ClusterSpec(args.dir, host=args.host, master_port=args.port, workers=args.workers,
+                           cores_per_worker=args.cores, memory_per_worker=args.memory)
+    except CepkitError as e:
+        field, sep, rest = str(e).removeprefix("cluster spec: ").partition(": ")
+        if sep and field in _OPTIONS:
+            raise CepkitError(f"{_OPTIONS[field]}: {rest}") from None
+        raise
+
+
+def _start(args: argparse.Namespace) -> int:
+    import time
+
+    from cepkit_app.cli.progress import console
+    from harness.cluster import start_cluster
+
+    spec = _spec(args)
+    con = console()
+    began = time.monotonic()
+    # A spinner on a terminal only (it leaves no line behind): a refusal stays one line.
+    with con.status(f"starting a Spark standalone cluster in {spec.directory}: 1 master, {spec.workers} "
+                    f"worker(s) of {spec.cores_per_worker} core(s) and {spec.memory_per_worker}"):
+        info = start_cluster(spec)
+    con.print(f"[bold green]cluster up[/] in {time.monotonic() - began:.1f} s: master {info.master_url}, "
+              f"web UI {info.webui_url}; {spec.workers} worker(s) of {spec.cores_per_worker} core(s) and "
+              f"{spec.memory_per_worker}")
+    con.print(f"  logs: {info.master_log.parent}/{{master,worker-N}}.log; "
+              f"stop it with: cepkit cluster stop --dir {args.dir}")
+    print(info.master_url)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from harness.cluster import cluster_status
+
+    st = cluster_status(args.dir)
+    if "master_url" not in st:
+        print(f"not running ({st['detail']} in {args.dir})")
+        return 0
+    print(f"{st['state']}: {st['master_url']}, web UI {st['webui_url']}" + (f" ({st['detail']})" if st["detail"] else ""))
+    for p in st["processes"]:
+        print(f"  {p['role']:<9} pid {p['pid']:<7} {'alive' if p['alive'] else 'gone':<6} log {p['log']}")
+    m = st["master"]
+    if m is not None:
+        print(f"  master {m['status']}: {m['alive_workers']} worker(s) alive, cores {m['cores_used']}/{m['cores']} "
+              f"used, memory {m['memory_used_mb']}/{m['memory_mb']} MB used")
+        for a in m["applications"]:
+            print(f"  application {a['id']} {a['name']!r}: {a['state']}, {a['cores']} core(s), "
+                  f"{a['memoryperexecutor']} MB per executor")
+        if not m["applications"]:
+            print("  no application running")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from cepkit_app.cli.progress import console
+    from harness.cluster import stop_cluster
+
+    console().print(stop_cluster(args.dir))
+    return 0

@@ -1,0 +1,380 @@
+"""A Spark standalone cluster on this machine, started from pyspark's own launcher (`bin/spark-class`).
+
+Benchmark runs can point `spark.master` at a real cluster (one Master, N Workers, executors in
+their own JVMs) instead of `local[*]`. `start_cluster(spec)` starts the daemons as detached
+processes bound to one host (127.0.0.1 by default), waits until the master's JSON status lists
+every worker ALIVE and records the cluster in `<directory>/cluster.json`; `cluster_status` and
+`stop_cluster` work from that file alone, so they may run in another process (the CLI). Logs,
+worker work dirs and executor scratch space all stay inside `directory`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from harness.engine_process import last_error_line
+from kit.atomic import atomic_write, check_parent
+from kit.errors import CepkitError, at
+from kit.jsonfile import read_json_object
+
+KIND, SCHEMA_VERSION, STATE_FILE = "cepkit.cluster", 1, "cluster.json"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+START_TIMEOUT_S = 90.0
+TERM_WAIT_S = 15.0          # a daemon stops within ~1 s of SIGTERM; executors go with their worker
+_SIZE = re.compile(r"^([1-9][0-9]*)([kmgt])b?$", re.IGNORECASE)
+_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2}
+# The Popen objects of daemons this process started, kept so that a stop from this process reaps
+# them (no zombies while it lives on, as in tests).
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+@atexit.register
+def _leave_daemons_running() -> None:
+    # The daemons outlive the process that started them on purpose (`cepkit cluster start`):
+    # dropping their Popen objects must not warn "subprocess ... is still running".
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        _CHILDREN.clear()
+
+
+def _whole(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What to start. Ports 0: free ports picked at start; memory: a Spark size such as 2g or 512m."""
+
+    directory: Path
+    host: str = "127.0.0.1"
+    master_port: int = 0
+    webui_port: int = 0
+    workers: int = 2
+    cores_per_worker: int = 1
+    memory_per_worker: str = "2g"
+
+    def __post_init__(self) -> None:
+        def bad(field: str, message: str) -> CepkitError:
+            return CepkitError(f"cluster spec: {field}: {message}")
+
+        if not isinstance(self.directory, (str, os.PathLike)) or not str(self.directory):
+            raise bad("directory", f"must be a path, got {self.directory!r}")
+        object.__setattr__(self, "directory", Path(self.directory))
+        # One interface only: never the wildcard (IPv6 would need brackets in spark:// URLs).
+        if not isinstance(self.host, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", self.host) or \
+                self.host in ("0.0.0.0", "0"):
+            raise bad("host", f"must be one interface's IPv4 address or host name, got {self.host!r}")
+        for field in ("master_port", "webui_port"):
+            if not _whole(getattr(self, field), 0, 65535):
+                raise bad(field, f"must be a port 1-65535, or 0 for a free one, got {getattr(self, field)!r}")
+        if self.master_port and self.master_port == self.webui_port:
+            raise bad("webui_port", f"must differ from master_port ({self.master_port})")
+        for field, high in (("workers", 64), ("cores_per_worker", 1024)):
+            if not _whole(getattr(self, field), 1, high):
+                raise bad(field, f"must be a whole number from 1 to {high}, got {getattr(self, field)!r}")
+        m = _SIZE.match(self.memory_per_worker) if isinstance(self.memory_per_worker, str) else None
+        if m is None or int(m[1]) * _MB[m[2].lower()] < 1:
+            raise bad("memory_per_worker", f"must be a size such as 2g or 512m (at least 1m), "
+                                           f"got {self.memory_per_worker!r}")
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A started cluster, as recorded in `<directory>/cluster.json`."""
+
+    directory: Path
+    master_url: str
+    webui_url: str
+    host: str
+    master_pid: int
+    worker_pids: tuple[int, ...]
+    master_log: Path
+    worker_logs: tuple[Path, ...]
+    started_ms: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "directory", Path(self.directory))
+        object.__setattr__(self, "master_log", Path(self.master_log))
+        object.__setattr__(self, "worker_pids", tuple(self.worker_pids))
+        object.__setattr__(self, "worker_logs", tuple(Path(p) for p in self.worker_logs))
+        for field, ok in (("master_url", re.fullmatch(r"spark://[^:/]+:[0-9]+", str(self.master_url))),
+                          ("webui_url", re.fullmatch(r"http://[^:/]+:[0-9]+", str(self.webui_url))),
+                          ("pids", self.worker_pids and all(_whole(p, 1, 2**31) for p in self.pids)),
+                          ("worker_logs", len(self.worker_logs) == len(self.worker_pids)),
+                          ("started_ms", _whole(self.started_ms, 0, 2**63))):
+            if not ok:
+                raise CepkitError(f"cluster info: {field}: not valid: {getattr(self, field, None)!r}")
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return (self.master_pid, *self.worker_pids)
+
+    @property
+    def master_port(self) -> int:
+        return int(self.master_url.rsplit(":", 1)[1])
+
+    def to_dict(self) -> dict:
+        return {"kind": KIND, "schema_version": SCHEMA_VERSION, "master_url": self.master_url,
+                "webui_url": self.webui_url, "host": self.host,
+                "pids": {"master": self.master_pid, "workers": list(self.worker_pids)},
+                "logs": {"master": str(self.master_log), "workers": [str(p) for p in self.worker_logs]},
+                "started_ms": self.started_ms}
+
+    @classmethod
+    def from_dict(cls, doc: dict, directory: Path, source: Path | None = None) -> "ClusterInfo":
+        if doc.get("kind") != KIND or doc.get("schema_version") != SCHEMA_VERSION:
+            raise at(source, None, f"not a {KIND} file of schema_version {SCHEMA_VERSION}")
+        try:
+            return cls(directory, doc["master_url"], doc["webui_url"], doc["host"], doc["pids"]["master"],
+                       doc["pids"]["workers"], doc["logs"]["master"], doc["logs"]["workers"], doc["started_ms"])
+        except (KeyError, TypeError) as e:
+            raise at(source, None, f"missing or malformed field {e}") from None
+        except CepkitError as e:
+            raise at(source, None, str(e)) from None
+
+
+def read_cluster_info(directory: str | os.PathLike) -> ClusterInfo | None:
+    """The cluster recorded in `directory`, or None when there is no cluster.json."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return None
+    return ClusterInfo.from_dict(read_json_object(path, what="a cluster file"), Path(directory), path)
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _live(info: ClusterInfo) -> tuple[psutil.Process | None, list[psutil.Process | None]]:
+    """The recorded daemons that still run, each only if its command line still is the daemon we
+    started: a pid reused by anything else is never signalled."""
+    def ours(pid: int, *needles: str) -> psutil.Process | None:
+        try:
+            p = psutil.Process(pid)
+            return p if all(n in p.cmdline() for n in needles) and _running(p) else None
+        except psutil.Error:
+            return None
+
+    master = ours(info.master_pid, MASTER_CLASS, str(info.master_port))
+    return master, [ours(pid, WORKER_CLASS, info.master_url) for pid in info.worker_pids]
+
+
+def master_json(webui_url: str, timeout_s: float = 3.0) -> dict | None:
+    """The master's JSON status page, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{webui_url}/json/", timeout=timeout_s) as r:
+            doc = json.loads(r.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _alive_workers(doc: dict | None) -> list[dict]:
+    return [w for w in (doc or {}).get("workers", []) if isinstance(w, dict) and w.get("state") == "ALIVE"]
+
+
+def _free_ports(host: str, n: int) -> list[int]:
+    """n distinct free ports on `host` (each socket stays bound until all are chosen)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+            for s in socks:
+                s.bind((host, 0))
+        except OSError as e:
+            raise CepkitError(f"cluster spec: host: cannot listen on {host}: {e.strerror or e}") from None
+        return [s.getsockname()[1] for s in socks]
+
+
+def _spark_env(host: str) -> dict[str, str]:
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        raise CepkitError("pyspark is not installed in this Python")
+    # Our pyspark's jars, not those of a SPARK_HOME the shell may name; SPARK_LOCAL_IP makes the web
+    # UIs bind `host` instead of 0.0.0.0.
+    env = {**os.environ, "SPARK_HOME": str(Path(found.origin).parent), "SPARK_LOCAL_IP": host}
+    if not env.get("JAVA_HOME") and shutil.which("java", path=env.get("PATH")) is None:
+        jdks = sorted(glob.glob("/usr/lib/jvm/*17*/bin/java"))       # Debian's place for a JDK
+        if not jdks:
+            raise CepkitError("no java found: install a JDK 17 or set JAVA_HOME")
+        env["JAVA_HOME"] = str(Path(jdks[-1]).parent.parent)
+    return env
+
+
+def _launch(cmd: list[str], env: dict, log: Path, cwd: Path) -> int:
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                env=env, start_new_session=True)
+    _CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+def _wait(pids: dict[int, Path], ready, what: str, blame, deadline: float) -> None:
+    """Until `ready()`; a daemon that exits, or the deadline, is a one-line error naming a log."""
+    while not ready():
+        for pid, log in pids.items():
+            if _CHILDREN[pid].poll() is not None:
+                raise CepkitError(f"the Spark {what} exited during start-up (exit code {_CHILDREN[pid].returncode}"
+                                  f"): {last_error_line(log)}; see {log}")
+        if time.monotonic() >= deadline:
+            raise CepkitError(f"the Spark {what} did not come up in time; see {blame()}")
+        time.sleep(0.25)
+
+
+def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> ClusterInfo:
+    """Start the master, then the workers; return once every worker is registered and ALIVE."""
+    directory = spec.directory.absolute()
+    check_parent(directory / STATE_FILE)
+    old = read_cluster_info(directory)
+    if old is not None:
+        master, workers = _live(old)
+        if master or any(workers):
+            raise CepkitError(f"a cluster is already running: {old.master_url} (recorded in "
+                              f"{directory / STATE_FILE}); stop it first")
+    directory.mkdir(parents=True, exist_ok=True)
+    env = _spark_env(spec.host)
+    chosen = iter(_free_ports(spec.host, 2 + spec.workers))
+    port, ui_port = spec.master_port or next(chosen), spec.webui_port or next(chosen)
+    worker_ui_ports = [p for p in chosen if p not in (port, ui_port)][:spec.workers]
+    spark_class = str(Path(env["SPARK_HOME"]) / "bin" / "spark-class")
+    # No retry on the next port: a port taken meanwhile fails loudly instead of moving the daemon
+    # off the URL we record. Spark 4 turns on the master's REST submission server (fixed port 6066,
+    # no authentication) by default; nothing here uses it.
+    no_retry = "-Dspark.port.maxRetries=0"
+    env_master = {**env, "SPARK_MASTER_OPTS": f"{env.get('SPARK_MASTER_OPTS', '')} {no_retry} "
+                                              "-Dspark.master.rest.enabled=false".strip()}
+    master_url, webui_url = f"spark://{spec.host}:{port}", f"http://{spec.host}:{ui_port}"
+    master_log = directory / "master.log"
+    worker_logs = [directory / f"worker-{i}.log" for i in range(1, spec.workers + 1)]
+    started_ms = int(time.time() * 1000)
+    deadline = time.monotonic() + timeout_s
+    pids: dict[int, Path] = {}
+    try:
+        master_pid = _launch([spark_class, MASTER_CLASS, "--host", spec.host, "--port", str(port),
+                              "--webui-port", str(ui_port)], env_master, master_log, directory)
+        pids[master_pid] = master_log
+        # Workers wait for the master: one that finds no master retries only after 5-15 s.
+        _wait(pids, lambda: (master_json(webui_url) or {}).get("status") == "ALIVE", "master",
+              lambda: master_log, deadline)
+        for i, (ui, log) in enumerate(zip(worker_ui_ports, worker_logs), start=1):
+            home = directory / f"worker-{i}"
+            (home / "work").mkdir(parents=True, exist_ok=True)
+            # Executors inherit the worker's SPARK_LOCAL_DIRS: their scratch space stays in `directory`.
+            env_worker = {**env, "SPARK_LOCAL_DIRS": str(home / "local"),
+                          "SPARK_WORKER_OPTS": f"{env.get('SPARK_WORKER_OPTS', '')} {no_retry}".strip()}
+            pids[_launch([spark_class, WORKER_CLASS, "--host", spec.host, "--cores", str(spec.cores_per_worker),
+                          "--memory", spec.memory_per_worker, "--webui-port", str(ui), "--work-dir",
+                          str(home / "work"), master_url], env_worker, log, directory)] = log
+
+        def missing_log() -> Path:
+            seen = {w.get("webuiaddress", "").rsplit(":", 1)[-1] for w in _alive_workers(master_json(webui_url))}
+            return next((log for ui, log in zip(worker_ui_ports, worker_logs) if str(ui) not in seen), master_log)
+
+        _wait(pids, lambda: len(_alive_workers(master_json(webui_url))) >= spec.workers, "workers",
+              missing_log, deadline)
+        info = ClusterInfo(directory, master_url, webui_url, spec.host, master_pid, tuple(pids)[1:], master_log,
+                           worker_logs, started_ms)
+        atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
+    except BaseException:
+        procs = {pid: psutil.Process(pid) for pid in pids if _CHILDREN[pid].poll() is None}
+        _shut_down([p for pid, p in procs.items() if pid != master_pid], [procs[master_pid]] if master_pid in procs
+                   else [])
+        raise
+    return info
+
+
+def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait until none of `procs` runs (a zombie counts as gone); those still running."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for pid in [pid for pid, proc in _CHILDREN.items() if proc.poll() is not None]:
+            del _CHILDREN[pid]      # reaped
+        alive = [p for p in procs if _running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process]) -> int:
+    """SIGTERM the workers (they stop their executors), then the master; SIGKILL whatever is left,
+    executors and their Python workers included. Returns how many processes there were."""
+    def send(procs: list[psutil.Process], sig: int) -> None:
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+    descendants = []
+    for p in workers + masters:
+        with contextlib.suppress(psutil.Error):
+            descendants += p.children(recursive=True)    # now: once orphaned, they are hard to find
+    for group in (workers, masters):
+        send(group, signal.SIGTERM)
+        _wait_gone(group, TERM_WAIT_S)
+    everything = workers + masters + descendants
+    left = _wait_gone(everything, 2.0)
+    send(left, signal.SIGKILL)
+    _wait_gone(left, 5.0)
+    return len(everything)
+
+
+def stop_cluster(directory: str | os.PathLike) -> str:
+    """Stop the cluster recorded in `directory` and remove cluster.json; says what it did. Stopping
+    a stopped cluster (or an empty directory) is not an error."""
+    info = read_cluster_info(directory)
+    if info is None:
+        return f"no cluster is running in {directory}"
+    master, workers = _live(info)
+    count = _shut_down([w for w in workers if w], [master] if master else [])
+    (Path(directory) / STATE_FILE).unlink(missing_ok=True)
+    if not count:
+        return f"the cluster {info.master_url} was not running; removed its {STATE_FILE}"
+    return f"stopped the cluster {info.master_url} ({count} processes)"
+
+
+def cluster_status(directory: str | os.PathLike) -> dict:
+    """`state` ("running", "degraded" or "not running"), the recorded processes and whether each
+    lives, and what the master reports (workers, cores, memory, applications)."""
+    info = read_cluster_info(directory)
+    if info is None:
+        return {"state": "not running", "directory": str(directory), "detail": f"no {STATE_FILE}"}
+    master, workers = _live(info)
+    doc = master_json(info.webui_url) if master else None
+    alive = _alive_workers(doc)
+    if not master and not any(workers):
+        state, detail = "not running", f"its processes have exited ({STATE_FILE} is stale)"
+    elif doc and doc.get("status") == "ALIVE" and all(workers) and len(alive) == len(workers):
+        state, detail = "running", ""
+    else:
+        state, detail = "degraded", f"{len(alive)} of {len(workers)} workers alive" if doc else "no answer from master"
+    roles = ["master"] + [f"worker-{i}" for i in range(1, len(workers) + 1)]
+    out = {"state": state, "directory": str(directory), "detail": detail, "master_url": info.master_url,
+           "webui_url": info.webui_url, "started_ms": info.started_ms, "master": None,
+           "processes": [{"role": r, "pid": pid, "alive": p is not None, "log": str(log)} for r, pid, p, log
+                         in zip(roles, info.pids, [master, *workers], [info.master_log, *info.worker_logs])]}
+    if doc is not None:
+        apps = [{k: a.get(k) for k in ("id", "name", "cores", "memoryperexecutor", "state")}
+                for a in doc.get("activeapps", []) if isinstance(a, dict)]
+        out["master"] = {"status": doc.get("status"), "alive_workers": len(alive), "cores": doc.get("cores"),
+                         "cores_used": doc.get("coresused"), "memory_mb": doc.get("memory"),
+                         "memory_used_mb": doc.get("memoryused"), "applications": apps}
+    return out

@@ -1,0 +1,97 @@
+"""How the harness starts an engine program, and the command line that does the same by hand.
+
+The program is started as `python program.py ARGS` (the harness's own way: fastest start-up, the
+JVM class archive applies) or through `spark-submit` (what a cluster user runs; the harness writes
+it to `engine/spark-submit.sh` in every run). Both hand the program the same arguments: where the
+feed and the sink are (the advertised host and the ports the harness got), the checkpoint
+location, the plan settings, and the engine's runtime as a zip that Spark ships to its executors
+(`--py-files`), so executors need no checkout of cepkit.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import uuid
+from pathlib import Path
+
+from harness.run_spec import EngineRunSpec
+from harness.runtime_archive import package_dir, write_runtime_archive
+
+RUNTIME_ZIP = "runtime.zip"
+SUBMIT_SCRIPT = "spark-submit.sh"
+
+
+def checkpoint_location(spec: EngineRunSpec, run_dir: Path) -> str:
+    """The query's checkpoint: in the run directory, or a fresh directory under
+    `spec.checkpoint_url` (shared storage every node of a cluster sees)."""
+    if not spec.checkpoint_url:
+        return str(run_dir / "checkpoint")
+    return f"{spec.checkpoint_url.rstrip('/')}/{run_dir.parent.name}-{run_dir.name}-{uuid.uuid4().hex[:8]}"
+
+
+def runtime_zip(spec: EngineRunSpec) -> Path | None:
+    """The runtime zip beside the program (written once; reused by a restart)."""
+    if not spec.runtime_packages:
+        return None
+    path = spec.program.parent / RUNTIME_ZIP
+    if not path.exists():
+        write_runtime_archive(spec.runtime_packages, path)
+    return path
+
+
+def program_args(spec: EngineRunSpec, driver_port: int, sink_port: int, checkpoint: str,
+                 py_files: Path | None) -> list[str]:
+    """The program's own arguments (spark_runtime/app.py): the same whoever starts it."""
+    host = spec.advertised
+    args = ["--driver", f"{host}:{driver_port}", "--sink", f"{host}:{sink_port}", "--checkpoint", checkpoint,
+            "--shuffle-partitions", str(spec.shuffle_partitions), "--trigger-ms", str(spec.trigger_ms),
+            "--source-partitions", str(spec.source_partitions)]
+    if py_files is not None:
+        args += ["--py-files", str(py_files)]
+    return args
+
+
+def python_command(spec: EngineRunSpec, args: list[str], conf) -> list[str]:
+    cmd = [spec.python, str(spec.program.resolve()), *args, "--master", spec.master]
+    for key, value in conf:
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd
+
+
+def spark_submit(python: str) -> str:
+    """spark-submit beside the interpreter (a venv with pyspark), else pyspark's own copy."""
+    beside = Path(python).parent / "spark-submit"
+    return str(beside) if beside.exists() else str(package_dir("pyspark") / "bin" / "spark-submit")
+
+
+def spark_submit_command(spec: EngineRunSpec, args: list[str], conf) -> list[str]:
+    """The same program through spark-submit; the program takes spark-submit's master and conf."""
+    py_files = args[args.index("--py-files") + 1] if "--py-files" in args else None
+    cmd = [spark_submit(spec.python), "--master", spec.master, "--name", spec.program.stem,
+           "--conf", f"spark.pyspark.python={spec.python}", "--conf", f"spark.pyspark.driver.python={spec.python}"]
+    for key, value in conf:
+        cmd += ["--conf", f"{key}={value}"]
+    if py_files is not None:
+        cmd += ["--py-files", py_files]
+    return cmd + [str(spec.program.resolve()), *args]
+
+
+def submit_script(cmd: list[str], env: dict[str, str]) -> str:
+    """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports)."""
+    lines = ["#!/bin/sh",
+             "# This run's engine program through spark-submit (specs/ENGINE_RUN.md, \"By hand\"). Run it",
+             "# while a harness feeds and collects on the ports below, e.g. `cepkit pairs --launch external`.",
+             "set -e"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines.append("exec " + " \\\n  ".join(shlex.quote(c) for c in cmd))
+    return "\n".join(lines) + "\n"
+
+
+def program_env(spec: EngineRunSpec) -> dict[str, str]:
+    """What the program needs in its environment beyond the harness's own: the interpreter for
+    Spark's Python workers, the runtime packages on the path, the spec's extra variables."""
+    roots = [str(package_dir(name).parent) for name in spec.runtime_packages]
+    path = os.pathsep.join(dict.fromkeys((*roots, *filter(None, [os.environ.get("PYTHONPATH")]))))
+    return {"PYSPARK_PYTHON": spec.python, "PYSPARK_DRIVER_PYTHON": spec.python, "PYTHONUNBUFFERED": "1",
+            **({"PYTHONPATH": path} if path else {}), **dict(spec.env)}

@@ -1,0 +1,106 @@
+"""The end of an engine run: everything started is stopped in order, the result is put together and
+run.json records it (specs/ENGINE_RUN.md, "The run directory"). `finish_run` never raises for a
+half-started run: whatever ran is cleaned up and recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from harness.run_spec import EngineRunResult
+from kit.errors import CepkitError
+
+
+def finish_run(run) -> EngineRunResult:
+    """Clean up `run` (harness.engine_run's run in progress), then its result, written to run.json."""
+    _cleanup(run)
+    result = _result(run)
+    _write_run_json(run, result)
+    return result
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _cleanup(run) -> None:
+    """Stop everything that was started, in order; never raises for a half-started run."""
+    errors = []
+    if run.program is not None:
+        try:
+            if run.program.poll() is None:
+                run.program.terminate()
+            else:
+                run.program.reap()
+        except Exception as e:  # noqa: BLE001 - keep cleaning up
+            errors.append(f"program: {e}")
+    if run.sampler is not None:
+        run.sampler.stop()
+    if run.backlog_log is not None:
+        run.backlog_log.close()
+    if run.driver is not None:
+        try:
+            if run.client is not None:
+                try:
+                    run.last_stats = run.client.stats()
+                except CepkitError:
+                    pass
+                run.client.close()
+            run.final_stats = run.driver.stop() or run.last_stats
+            write_json(run.dirs["logs"] / "driver.json", run.final_stats)
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"driver: {e}")
+    if run.sink is not None:
+        try:
+            run.output_log = run.sink.finish(run.clocks, faults=run.faults.log_entries())
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"sink: {e}")
+    if errors and run.status == "completed":
+        run._end("failed", "cleanup failed: " + "; ".join(errors))
+
+def _result(run) -> EngineRunResult:
+    sink = run.sink.stats() if run.sink is not None else {"streams": {}, "latency": {}}
+    stats = run.final_stats or run.last_stats or {}
+    lat = sink["latency"]
+    duration = round(time.monotonic() - run.t0, 3)
+    run.timings["duration_s"] = duration
+    return EngineRunResult(
+        status=run.status, message=run.message, run_dir=run.spec.run_dir, output_log=run.output_log,
+        events_total=stats.get("total_events"), events_released=stats.get("released"),
+        events_pulled=stats.get("pulled"), outputs=dict(sink["streams"]),
+        peak_rss_bytes=run.sampler.peak_rss_bytes if run.sampler and run.sampler.samples else None,
+        mean_cpu_percent=_round(run.sampler.run_mean_cpu_percent if run.sampler else None),
+        latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration,
+        peak_state_bytes=run.program.peak_state_bytes if run.program else None,
+        peak_state_rows=run.program.peak_state_rows if run.program else None)
+
+def _write_run_json(run, result: EngineRunResult) -> None:
+    stats = run.final_stats or run.last_stats or {}
+    program = run.program
+    record = {
+        "kind": "cepkit.engine-run", "schema_version": 1,
+        "status": result.status, "reason": result.message,
+        "program": str(run.spec.program), "spec": run.spec.to_dict(),
+        "timings": run.timings, "clocks": run.clocks, "jvm_class_archive": run.class_archive,
+        "events": {"total": stats.get("total_events"), "released": stats.get("released"),
+                   "pulled": stats.get("pulled"), "backlog_at_end": stats.get("backlog")},
+        "outputs": result.outputs, "output_log": str(result.output_log) if result.output_log else None,
+        "driver_lateness": stats.get("lateness"),
+        "resources": {"peak_rss_bytes": result.peak_rss_bytes, "mean_cpu_percent": result.mean_cpu_percent,
+                      "mean_cpu_percent_with_startup": _round(run.sampler.mean_cpu_percent if run.sampler
+                                                              else None),
+                      "samples": run.sampler.samples if run.sampler else 0,
+                      "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
+        "latency": run.sink.stats()["latency"] if run.sink else None,
+        "engine": {k: v for k, v in (program.events if program else {}).items()},
+        "engine_exit_code": program.poll() if program else None,
+        "engine_attempts": program.attempt if program else None,
+        "faults": [r.to_dict() for r in run.faults.records],
+    }
+    write_json(run.spec.run_dir / "run.json", record)

@@ -1,0 +1,49 @@
+"""Faults a run injects into the engine on purpose: what to kill and when.
+
+`kill-engine@40s` SIGKILLs the engine's driver JVM 40 s after the run starts (the driver's first
+release); the harness then restarts the program from its checkpoint. `kill-executor@40s` SIGKILLs
+one executor JVM of a cluster (the engine reruns its tasks). Times are seconds of wall clock from
+the run start, `s` optional. specs/ENGINE_RUN.md ("Faults") and specs/VALIDATION.md ("Recovery")
+say what happens and what is measured.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kit.errors import CepkitError
+
+FAULT_KINDS = ("kill-engine", "kill-executor")
+_SYNTAX = re.compile(r"(?P<kind>[a-z-]+)@(?P<at>[0-9]+(?:\.[0-9]+)?)s?")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    at_s: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise CepkitError(f"fault {self.kind!r}: must be one of {', '.join(FAULT_KINDS)}")
+        if not (isinstance(self.at_s, (int, float)) and math.isfinite(self.at_s) and 0 < self.at_s <= 86_400):
+            raise CepkitError(f"fault {self.kind}: the time must be > 0 and <= 86400 s, got {self.at_s!r}")
+
+    @property
+    def text(self) -> str:
+        return f"{self.kind}@{self.at_s:g}s"
+
+    @classmethod
+    def parse(cls, text: str) -> "Fault":
+        """`kill-engine@40s` (or `@40`, `@12.5s`)."""
+        m = _SYNTAX.fullmatch(str(text).strip())
+        if m is None:
+            raise CepkitError(f"fault {text!r}: expected KIND@SECONDS, e.g. kill-engine@40s "
+                              f"(kinds: {', '.join(FAULT_KINDS)})")
+        return cls(m["kind"], float(m["at"]))
+
+
+def parse_faults(items) -> tuple[Fault, ...]:
+    """Faults in time order."""
+    return tuple(sorted((Fault.parse(t) for t in items), key=lambda f: f.at_s))
