@@ -269,6 +269,7 @@ def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> C
     started_ms = int(time.time() * 1000)
     deadline = time.monotonic() + timeout_s
     pids: dict[int, Path] = {}
+    master_pid = None
     try:
         master_pid = _launch([spark_class, MASTER_CLASS, "--host", spec.host, "--port", str(port),
                               "--webui-port", str(ui_port)], env_master, master_log, directory)
@@ -296,11 +297,18 @@ def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> C
                            worker_logs, started_ms)
         atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
     except BaseException:
-        procs = {pid: psutil.Process(pid) for pid in pids if _CHILDREN[pid].poll() is None}
-        _shut_down([p for pid, p in procs.items() if pid != master_pid], [procs[master_pid]] if master_pid in procs
-                   else [])
+        _shut_down(_processes([pid for pid in pids if pid != master_pid]),
+                   _processes([master_pid] if master_pid else []))
         raise
     return info
+
+
+def _processes(pids: list[int]) -> list[psutil.Process]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out.append(psutil.Process(pid))
+    return out
 
 
 def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
@@ -326,7 +334,9 @@ def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process]) -> 
     descendants = []
     for p in workers + masters:
         with contextlib.suppress(psutil.Error):
-            descendants += p.children(recursive=True)    # now: once orphaned, they are hard to find
+            # Now: once orphaned, they are hard to find. (Zombies, such as the exited launcher JVM of
+            # spark-class, are no longer running and not counted.)
+            descendants += [c for c in p.children(recursive=True) if _running(c)]
     for group in (workers, masters):
         send(group, signal.SIGTERM)
         _wait_gone(group, TERM_WAIT_S)

@@ -81,7 +81,8 @@ def _status(args: argparse.Namespace) -> int:
     if "master_url" not in st:
         print(f"not running ({st['detail']} in {args.dir})")
         return 0
-    print(f"{st['state']}: {st['master_url']}, web UI {st['webui_url']}" + (f" ({st['detail']})" if st["detail"] else ""))
+    detail = f" ({st['detail']})" if st["detail"] else ""
+    print(f"{st['state']}: {st['master_url']}, web UI {st['webui_url']}{detail}")
     for p in st["processes"]:
         print(f"  {p['role']:<9} pid {p['pid']:<7} {'alive' if p['alive'] else 'gone':<6} log {p['log']}")
     m = st["master"]

@@ -65,7 +65,8 @@ def _spark_processes(directory: Path, master_url: str) -> list[str]:
         argv, cwd = p.info["cmdline"] or [], p.info["cwd"] or ""
         if p.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if cwd.startswith(str(directory)) or (master_url in argv and any(c in argv for c in (MASTER_CLASS, WORKER_CLASS))):
+        daemon = master_url in argv and any(c in argv for c in (MASTER_CLASS, WORKER_CLASS))
+        if daemon or cwd.startswith(str(directory)):
             found.append(f"{p.info['pid']} {' '.join(argv)[-120:]}")
     return found
 
