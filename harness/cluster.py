@@ -16,7 +16,6 @@ import glob
 import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -24,23 +23,19 @@ import subprocess
 import time
 import urllib.request
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec, read_cluster_info
 from harness.engine_process import last_error_line
 from kit.atomic import atomic_write, check_parent
-from kit.errors import CepkitError, at
-from kit.jsonfile import read_json_object
+from kit.errors import CepkitError
 
-KIND, SCHEMA_VERSION, STATE_FILE = "cepkit.cluster", 1, "cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 START_TIMEOUT_S = 90.0
 TERM_WAIT_S = 15.0          # a daemon stops within ~1 s of SIGTERM; executors go with their worker
-_SIZE = re.compile(r"^([1-9][0-9]*)([kmgt])b?$", re.IGNORECASE)
-_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2}
 # The Popen objects of daemons this process started, kept so that a stop from this process reaps
 # them (no zombies while it lives on, as in tests).
 _CHILDREN: dict[int, subprocess.Popen] = {}
@@ -54,109 +49,6 @@ def _leave_daemons_running() -> None:
         warnings.simplefilter("ignore", ResourceWarning)
         _CHILDREN.clear()
 
-
-def _whole(value, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """What to start. Ports 0: free ports picked at start; memory: a Spark size such as 2g or 512m."""
-
-    directory: Path
-    host: str = "127.0.0.1"
-    master_port: int = 0
-    webui_port: int = 0
-    workers: int = 2
-    cores_per_worker: int = 1
-    memory_per_worker: str = "2g"
-
-    def __post_init__(self) -> None:
-        def bad(field: str, message: str) -> CepkitError:
-            return CepkitError(f"cluster spec: {field}: {message}")
-
-        if not isinstance(self.directory, (str, os.PathLike)) or not str(self.directory):
-            raise bad("directory", f"must be a path, got {self.directory!r}")
-        object.__setattr__(self, "directory", Path(self.directory))
-        # One interface only: never the wildcard (IPv6 would need brackets in spark:// URLs).
-        if not isinstance(self.host, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", self.host) or \
-                self.host in ("0.0.0.0", "0"):
-            raise bad("host", f"must be one interface's IPv4 address or host name, got {self.host!r}")
-        for field in ("master_port", "webui_port"):
-            if not _whole(getattr(self, field), 0, 65535):
-                raise bad(field, f"must be a port 1-65535, or 0 for a free one, got {getattr(self, field)!r}")
-        if self.master_port and self.master_port == self.webui_port:
-            raise bad("webui_port", f"must differ from master_port ({self.master_port})")
-        for field, high in (("workers", 64), ("cores_per_worker", 1024)):
-            if not _whole(getattr(self, field), 1, high):
-                raise bad(field, f"must be a whole number from 1 to {high}, got {getattr(self, field)!r}")
-        m = _SIZE.match(self.memory_per_worker) if isinstance(self.memory_per_worker, str) else None
-        if m is None or int(m[1]) * _MB[m[2].lower()] < 1:
-            raise bad("memory_per_worker", f"must be a size such as 2g or 512m (at least 1m), "
-                                           f"got {self.memory_per_worker!r}")
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """A started cluster, as recorded in `<directory>/cluster.json`."""
-
-    directory: Path
-    master_url: str
-    webui_url: str
-    host: str
-    master_pid: int
-    worker_pids: tuple[int, ...]
-    master_log: Path
-    worker_logs: tuple[Path, ...]
-    started_ms: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "directory", Path(self.directory))
-        object.__setattr__(self, "master_log", Path(self.master_log))
-        object.__setattr__(self, "worker_pids", tuple(self.worker_pids))
-        object.__setattr__(self, "worker_logs", tuple(Path(p) for p in self.worker_logs))
-        for field, ok in (("master_url", re.fullmatch(r"spark://[^:/]+:[0-9]+", str(self.master_url))),
-                          ("webui_url", re.fullmatch(r"http://[^:/]+:[0-9]+", str(self.webui_url))),
-                          ("pids", self.worker_pids and all(_whole(p, 1, 2**31) for p in self.pids)),
-                          ("worker_logs", len(self.worker_logs) == len(self.worker_pids)),
-                          ("started_ms", _whole(self.started_ms, 0, 2**63))):
-            if not ok:
-                raise CepkitError(f"cluster info: {field}: not valid: {getattr(self, field, None)!r}")
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        return (self.master_pid, *self.worker_pids)
-
-    @property
-    def master_port(self) -> int:
-        return int(self.master_url.rsplit(":", 1)[1])
-
-    def to_dict(self) -> dict:
-        return {"kind": KIND, "schema_version": SCHEMA_VERSION, "master_url": self.master_url,
-                "webui_url": self.webui_url, "host": self.host,
-                "pids": {"master": self.master_pid, "workers": list(self.worker_pids)},
-                "logs": {"master": str(self.master_log), "workers": [str(p) for p in self.worker_logs]},
-                "started_ms": self.started_ms}
-
-    @classmethod
-    def from_dict(cls, doc: dict, directory: Path, source: Path | None = None) -> "ClusterInfo":
-        if doc.get("kind") != KIND or doc.get("schema_version") != SCHEMA_VERSION:
-            raise at(source, None, f"not a {KIND} file of schema_version {SCHEMA_VERSION}")
-        try:
-            return cls(directory, doc["master_url"], doc["webui_url"], doc["host"], doc["pids"]["master"],
-                       doc["pids"]["workers"], doc["logs"]["master"], doc["logs"]["workers"], doc["started_ms"])
-        except (KeyError, TypeError) as e:
-            raise at(source, None, f"missing or malformed field {e}") from None
-        except CepkitError as e:
-            raise at(source, None, str(e)) from None
-
-
-def read_cluster_info(directory: str | os.PathLike) -> ClusterInfo | None:
-    """The cluster recorded in `directory`, or None when there is no cluster.json."""
-    path = Path(directory) / STATE_FILE
-    if not path.exists():
-        return None
-    return ClusterInfo.from_dict(read_json_object(path, what="a cluster file"), Path(directory), path)
 
 
 def _running(p: psutil.Process) -> bool:
@@ -298,7 +190,7 @@ def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> C
         atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
     except BaseException:
         _shut_down(_processes([pid for pid in pids if pid != master_pid]),
-                   _processes([master_pid] if master_pid else []))
+                   _processes([master_pid] if master_pid else []), directory)
         raise
     return info
 
@@ -323,9 +215,11 @@ def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Pro
         time.sleep(0.1)
 
 
-def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process]) -> int:
-    """SIGTERM the workers (they stop their executors), then the master; SIGKILL whatever is left,
-    executors and their Python workers included. Returns how many processes there were."""
+def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process], directory: Path) -> int:
+    """SIGTERM the master first (so it schedules no replacement executor while workers go), then the
+    workers (they stop their executors); SIGKILL whatever is left, executors and their Python
+    workers included, and any process still running in the cluster's directory (an executor a
+    worker launched during the stop). Returns how many processes there were."""
     def send(procs: list[psutil.Process], sig: int) -> None:
         for p in procs:
             with contextlib.suppress(psutil.Error):
@@ -337,14 +231,24 @@ def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process]) -> 
             # Now: once orphaned, they are hard to find. (Zombies, such as the exited launcher JVM of
             # spark-class, are no longer running and not counted.)
             descendants += [c for c in p.children(recursive=True) if _running(c)]
-    for group in (workers, masters):
+    for group in (masters, workers):
         send(group, signal.SIGTERM)
         _wait_gone(group, TERM_WAIT_S)
     everything = workers + masters + descendants
-    left = _wait_gone(everything, 2.0)
+    left = _wait_gone(everything, 2.0) + [p for p in _running_in(directory) if p not in everything]
     send(left, signal.SIGKILL)
     _wait_gone(left, 5.0)
     return len(everything)
+
+
+def _running_in(directory: Path) -> list[psutil.Process]:
+    """Running processes whose working directory lies in `directory` (executors run in work/)."""
+    root, out = str(directory.absolute()), []
+    for p in psutil.process_iter(["cwd", "status"]):
+        cwd = p.info["cwd"] or ""
+        if p.info["status"] != psutil.STATUS_ZOMBIE and (cwd == root or cwd.startswith(root + os.sep)):
+            out.append(p)
+    return out
 
 
 def stop_cluster(directory: str | os.PathLike) -> str:
@@ -354,7 +258,7 @@ def stop_cluster(directory: str | os.PathLike) -> str:
     if info is None:
         return f"no cluster is running in {directory}"
     master, workers = _live(info)
-    count = _shut_down([w for w in workers if w], [master] if master else [])
+    count = _shut_down([w for w in workers if w], [master] if master else [], Path(directory))
     (Path(directory) / STATE_FILE).unlink(missing_ok=True)
     if not count:
         return f"the cluster {info.master_url} was not running; removed its {STATE_FILE}"

@@ -24,8 +24,8 @@ from pathlib import Path
 from harness.engine_process import EngineProcess, last_error_line
 from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, executor_jvms, find_program
 from harness.jvm_archive import driver_java_options
-from harness.launch import (SUBMIT_SCRIPT, checkpoint_location, program_args, program_env, python_command,
-                            runtime_zip, spark_submit_command, submit_script)
+from harness.launch import (SUBMIT_SCRIPT, checkpoint_location, engine_conf, program_args, program_env,
+                            python_command, runtime_zip, spark_submit_command, submit_script)
 from harness.process import DriverProcess
 from harness.run_finish import finish_run, write_json
 from harness.resources import BacklogLog, ResourceSampler, now_ms
@@ -101,11 +101,11 @@ class _Run:
         args = program_args(spec, self.driver.port, self.sink.port, checkpoint_location(spec, spec.run_dir),
                             runtime_zip(spec))
         self.env = program_env(spec)
-        submit = spark_submit_command(spec, args, spec.spark_conf)
+        submit = spark_submit_command(spec, args, engine_conf(spec))
         script = spec.run_dir / SUBMIT_SCRIPT
         atomic_write(script, submit_script(submit, self.env))
         script.chmod(0o755)
-        conf = spec.spark_conf
+        conf = engine_conf(spec)
         if spec.jvm_class_archive:
             conf, self.class_archive = driver_java_options(conf, spec.python)
         self.command = python_command(spec, args, conf) if spec.launch == "harness" else submit
@@ -195,6 +195,10 @@ class _Run:
         prev = (time.monotonic(), 0)
         next_tick = time.monotonic()
         while True:
+            if self.driver.proc.poll() is not None:     # before the program's exit: the feed is the cause
+                self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
+                                    "outputs so far are kept")
+                return
             if self.program is not None:
                 rc = self.program.poll()
                 if rc is not None and self.faults.awaiting_restart is not None:
@@ -210,10 +214,6 @@ class _Run:
                 time.sleep(min(0.1, next_tick - now))
                 continue
             next_tick = now + MONITOR_S
-            if self.driver.proc.poll() is not None:
-                self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
-                                    "outputs so far are kept")
-                return
             if not self._inject(now - begun):
                 return
             if self.program is not None:

@@ -52,6 +52,17 @@ def program_args(spec: EngineRunSpec, driver_port: int, sink_port: int, checkpoi
     return args
 
 
+def engine_conf(spec: EngineRunSpec) -> tuple[tuple[str, str], ...]:
+    """The run's Spark settings; with a cluster master also where the driver listens and the
+    address its executors reach it at (the feed's rule), unless the run sets them itself."""
+    conf = tuple(spec.spark_conf)
+    if spec.master.startswith("local"):
+        return conf
+    given = {k for k, _ in conf}
+    extra = (("spark.driver.host", spec.advertised), ("spark.driver.bindAddress", spec.driver.host))
+    return tuple((k, v) for k, v in extra if k not in given) + conf
+
+
 def python_command(spec: EngineRunSpec, args: list[str], conf) -> list[str]:
     cmd = [spec.python, str(spec.program.resolve()), *args, "--master", spec.master]
     for key, value in conf:
@@ -78,13 +89,20 @@ def spark_submit_command(spec: EngineRunSpec, args: list[str], conf) -> list[str
 
 
 def submit_script(cmd: list[str], env: dict[str, str]) -> str:
-    """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports)."""
+    """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports). The
+    runtime reaches the program and the executors through --py-files, so no PYTHONPATH is set."""
     lines = ["#!/bin/sh",
              "# This run's engine program through spark-submit (specs/ENGINE_RUN.md, \"By hand\"). Run it",
              "# while a harness feeds and collects on the ports below, e.g. `cepkit pairs --launch external`.",
              "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
-    lines.append("exec " + " \\\n  ".join(shlex.quote(c) for c in cmd))
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k != "PYTHONPATH"]
+    words, parts = [shlex.quote(c) for c in cmd], []
+    i = 0
+    while i < len(words):            # an option and its value on one line
+        takes_value = words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--")
+        parts.append(" ".join(words[i:i + 2]) if takes_value else words[i])
+        i += 2 if takes_value else 1
+    lines.append("exec " + " \\\n  ".join(parts))
     return "\n".join(lines) + "\n"
 
 

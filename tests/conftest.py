@@ -19,15 +19,20 @@ from tests.fuzz import run_cli
 from tests.helpers import SCHEMAS, pairs_config
 
 
+# Run only when an -m expression names them (`-m slow`, `-m cluster`, `-m "slow and spark"`): any
+# other selection, the default run and `-m "not spark and not postgres"` included, leaves them out.
+ON_REQUEST = ("slow", "cluster")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Slow tests run only when asked for by name (`-m slow`, `-m "slow and spark"`): any other
-    selection, `-m "not spark and not postgres"` included, leaves them out."""
-    if "slow" in (config.option.markexpr or ""):
-        return
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+    asked = config.option.markexpr or ""
+    for mark in ON_REQUEST:
+        if mark in asked:
+            continue
+        left_out = [item for item in items if item.get_closest_marker(mark)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker(mark)]
 
 
 @pytest.fixture(scope="session")

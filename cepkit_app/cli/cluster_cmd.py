@@ -39,7 +39,7 @@ def register(sub, name: str, help_text: str) -> None:
 
 
 def _spec(args: argparse.Namespace):
-    from harness.cluster import ClusterSpec
+    from harness.cluster_spec import ClusterSpec
     from kit.errors import CepkitError
 
     try:

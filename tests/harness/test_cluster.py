@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from cepkit_app.cli import main
-from harness.cluster import (MASTER_CLASS, STATE_FILE, WORKER_CLASS, ClusterSpec, cluster_status, start_cluster,
-                             stop_cluster)
+from harness.cluster import MASTER_CLASS, WORKER_CLASS, cluster_status, start_cluster, stop_cluster
+from harness.cluster_spec import STATE_FILE, ClusterSpec
 from kit.errors import CepkitError
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]

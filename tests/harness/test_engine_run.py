@@ -160,6 +160,28 @@ def test_a_backlog_over_q_b_ends_the_run_as_unsustainable_without_orphans(ticks,
     read_output_log(run_dir)
 
 
+def test_a_dead_feed_ends_the_run_at_once_with_its_outputs_kept(ticks, tmp_path):
+    """The driver's process killed mid-run: the run fails at the next tick, saying so, instead of
+    waiting for a program that will never get another event; what was delivered is kept."""
+    run_dir = tmp_path / "run"
+    watcher = TreeWatcher(run_dir)
+
+    def kill_the_feed(snap: RunSnapshot) -> None:
+        watcher(snap)
+        if snap.released > 2000:
+            for proc in psutil.process_iter(["cmdline"]):
+                if "harness.driver" in " ".join(proc.info["cmdline"] or []) and str(ticks) in " ".join(
+                        proc.info["cmdline"]):
+                    proc.kill()
+
+    t0 = time.monotonic()
+    result = run_engine(spec(ticks, run_dir, rate_eps=1000.0), on_progress=kill_the_feed)
+    assert result.status == "failed" and "the feed (driver process) died" in result.message, result.message
+    assert time.monotonic() - t0 < 120
+    assert watcher.pids and all(gone(p) for p in watcher.pids)
+    assert (run_dir / "outputs" / "output-log.json").is_file()
+
+
 def test_an_output_that_breaks_the_declared_schema_fails_the_run_loudly(ticks, tmp_path):
     run_dir = tmp_path / "run"
     schemas = {"Echo": pa.schema([("symbol", pa.string()), ("missingColumn", pa.int64())])}

@@ -1,0 +1,95 @@
+"""The benchmarks on a real Spark standalone cluster (1 master, 2 workers on 127.0.0.1): quick SF=1
+Pairs and a microbenchmark workload validated there, an executor killed mid-run, and the run's
+spark-submit line started by hand while the harness feeds (specs/ENGINE_RUN.md, "Clusters")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.cluster import start_cluster, stop_cluster
+from harness.cluster_spec import ClusterSpec
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cluster") / "state"
+    info = start_cluster(ClusterSpec(directory, workers=2, cores_per_worker=1, memory_per_worker="2g"))
+    try:
+        yield info
+    finally:
+        stop_cluster(directory)
+
+
+def _cepkit(*args, cwd, wait: bool = True):
+    cmd = [sys.executable, "-m", "cepkit_app.cli", *map(str, args)]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=900)
+
+
+def _passed(run_dir, stderr: str) -> dict:
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "PASSED", stderr[-3000:]
+    for s in summary["streams"]:
+        assert (s["missing"], s["undue"], s["wrong"]) == (0, 0, 0), s
+    return summary
+
+
+def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_executors(master, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _passed(run_dir, proc.stderr)
+    started = json.loads((run_dir / "engine" / "run.json").read_text())["engine"]["started"]
+    assert started["master"] == master.master_url
+    shipped = list(master.directory.glob(f"worker-*/work/{started['app_id']}/*/runtime.zip"))
+    assert len(shipped) == 2, shipped          # each executor got the engine's runtime
+
+
+def test_a_micro_workload_passes_on_the_cluster(master, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _cepkit("micro", "--suite", "count-windows", "--quick", "--workload", "count-windows-window-sliding-r50-sum",
+                   "--master", master.master_url, "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert (row["status"], row["verdict"]) == ("completed", "PASSED")
+
+
+def test_a_killed_executor_loses_no_answer(master, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--fault", "kill-executor@40s",
+                   "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (recovery,) = _passed(run_dir, proc.stderr)["faults"]
+    assert recovery["kind"] == "kill-executor" and 0 < recovery["recovery_ms"] < 120_000
+    (fault,) = json.loads((run_dir / "engine" / "run.json").read_text())["faults"]
+    assert fault["target"] == "java" and fault["restarted_ms"] is None       # no program restart needed
+    assert "fault kill-executor@40s: recovery" in proc.stderr
+
+
+def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run(master, tmp_path):
+    run_dir = tmp_path / "run"
+    harness = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--launch", "external",
+                      "--out", run_dir, cwd=tmp_path, wait=False)
+    script = run_dir / "engine" / "spark-submit.sh"
+    deadline = time.monotonic() + 120
+    while not script.exists() and time.monotonic() < deadline and harness.poll() is None:
+        time.sleep(0.5)
+    assert script.exists(), harness.communicate()[1][-3000:]
+    # By hand: another directory, a bare environment (no PYTHONPATH, no cepkit variables).
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    by_hand = subprocess.run(["sh", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=900)
+    assert by_hand.returncode == 0, by_hand.stderr[-3000:]
+    assert '"event": "finished"' in by_hand.stdout
+    _, stderr = harness.communicate(timeout=300)
+    assert harness.returncode == 0, stderr[-3000:]
+    _passed(run_dir, stderr)
+    assert "(an engine started outside the harness)" in stderr
