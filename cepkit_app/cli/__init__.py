@@ -58,6 +58,25 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                         help="override one config key, e.g. --set pairs.scale_factor=2 (repeatable)")
 
 
+# (argparse dest, config key) of the options every engine-running command shares (add_engine_options).
+ENGINE_FLAGS = (("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch"))
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that run an engine: where, with which faults, started by whom."""
+    from kit.config import LAUNCHES
+
+    parser.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*]; "
+                                                        "spark://HOST:PORT for a cluster, see `cepkit cluster`)")
+    parser.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
+                        help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
+                             "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "
+                             "repeatable (run.faults)")
+    parser.add_argument("--launch", choices=LAUNCHES,
+                        help="who starts the engine: the harness (default), or you (external: the harness feeds, "
+                             "writes engine/spark-submit.sh and waits for it) (run.launch)")
+
+
 def command_config(args: argparse.Namespace, flags: tuple[tuple[str, str], ...] = ()):
     """The command's configuration, loaded once: defaults, `-c FILE`, `--set`, then the command's
     own options as typed values. `flags` pairs an argparse dest with the dotted key it sets; an

@@ -11,8 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from cepkit_app.cli import add_config_options, command_config
-from kit.config import LAUNCHES
+from cepkit_app.cli import ENGINE_FLAGS, add_config_options, add_engine_options, command_config
 from kit.shipped import SUITE_NAMES
 
 
@@ -26,14 +25,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--quick", action="store_true", help="the quick variant of the suite (toy sizes, seconds each)")
     p.add_argument("--workload", action="append", default=[], metavar="NAME",
                    help="run only this workload of the suite (repeatable)")
-    p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
-    p.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
-                   help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
-                        "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "
-                        "repeatable (run.faults)")
-    p.add_argument("--launch", choices=LAUNCHES,
-                   help="who starts the engine: the harness (default), or you (external: the harness feeds, writes "
-                        "engine/spark-submit.sh and waits for it) (run.launch)")
+    add_engine_options(p)
     p.add_argument("--sustainable", action="store_true",
                    help="search each workload's maximum sustainable throughput (bisection on the rate, "
                         "backlog thresholds q^a/q^b, a confirming run at 90%%) instead of one run at its rate")
@@ -68,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from kit.paths import fresh_path
     from kit.workload import read_suite
 
-    config = command_config(args, (("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch")))
+    config = command_config(args, ENGINE_FLAGS)
     runs_dir = Path(config.paths.runs_dir)
     con = console()
     files = _suite_files(args)

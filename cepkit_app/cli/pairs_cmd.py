@@ -10,8 +10,8 @@ import argparse
 import time
 from pathlib import Path
 
-from cepkit_app.cli import add_config_options, command_config
-from kit.config import LAUNCHES, PLANS, REPLAYS
+from cepkit_app.cli import ENGINE_FLAGS, add_config_options, add_engine_options, command_config
+from kit.config import PLANS, REPLAYS
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -20,7 +20,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--sf", type=int, help="scale factor (pairs.scale_factor)")
     p.add_argument("--quick", action="store_true", help="the quick rate profile: the standard shape in ~2 minutes")
     p.add_argument("--plan", choices=PLANS, help="plan mode (run.plan)")
-    p.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*])")
+    add_engine_options(p)
     p.add_argument("--data", metavar="DIR", help="replay this existing dataset (generated, or converted from a CSV) "
                                                  "instead of generating one")
     p.add_argument("--replay", choices=REPLAYS,
@@ -30,13 +30,6 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--rate", type=float, metavar="EPS", help="constant replay: events per second (run.replay_rate_eps)")
     p.add_argument("--no-verify", action="store_true",
                    help="with --data: skip the sha256 check of the dataset's files (huge, trusted data)")
-    p.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
-                   help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
-                        "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "
-                        "repeatable (run.faults)")
-    p.add_argument("--launch", choices=LAUNCHES,
-                   help="who starts the engine: the harness (default), or you (external: the harness feeds, writes "
-                        "engine/spark-submit.sh and waits for it) (run.launch)")
     p.add_argument("--strategies", metavar="FILE", help="use this strategies XML instead of generating one")
     p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
@@ -45,9 +38,8 @@ def register(sub, name: str, help_text: str) -> None:
 
 
 # (argparse dest, config key) of this command's own options.
-FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "run.plan"), ("master", "run.master"),
-         ("replay", "run.replay"), ("speed", "run.speed"), ("rate", "run.replay_rate_eps"),
-         ("fault", "run.faults"), ("launch", "run.launch"))
+FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "run.plan"), *ENGINE_FLAGS,
+         ("replay", "run.replay"), ("speed", "run.speed"), ("rate", "run.replay_rate_eps"))
 
 
 def run(args: argparse.Namespace) -> int:
