@@ -1,0 +1,47 @@
+"""How the harness starts a program and the spark-submit line it writes (harness/launch.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config import DriverConfig
+from harness.launch import checkpoint_location, engine_conf, program_args, spark_submit_command, submit_script
+from harness.run_spec import EngineRunSpec
+from kit.faults import parse_faults
+
+
+def _spec(tmp_path: Path, **changes) -> EngineRunSpec:
+    program = tmp_path / "program.py"
+    program.write_text("")
+    changes.setdefault("driver", DriverConfig(tmp_path))
+    return EngineRunSpec(program=program, run_dir=tmp_path / "run" / "engine", **changes)
+
+
+def test_checkpoint_in_the_run_or_under_a_url(tmp_path):
+    spec = _spec(tmp_path)
+    assert checkpoint_location(spec, spec.run_dir) == str(spec.run_dir / "checkpoint")
+    shared = _spec(tmp_path, checkpoint_url="file:///shared/ckpt/")
+    first, second = (checkpoint_location(shared, shared.run_dir) for _ in range(2))
+    assert first.startswith("file:///shared/ckpt/run-engine-") and first != second     # one per run
+
+
+def test_a_cluster_run_tells_the_driver_where_to_listen_unless_the_user_did(tmp_path):
+    local = _spec(tmp_path, spark_conf=(("spark.driver.memory", "4g"),))
+    assert engine_conf(local) == (("spark.driver.memory", "4g"),)
+    cluster = _spec(tmp_path, master="spark://10.0.0.5:7077", driver=DriverConfig(tmp_path, host="0.0.0.0"),
+                    advertised_host="bench-host", spark_conf=(("spark.driver.bindAddress", "10.0.0.9"),))
+    assert dict(engine_conf(cluster)) == {"spark.driver.host": "bench-host", "spark.driver.bindAddress": "10.0.0.9"}
+    assert _spec(tmp_path, driver=DriverConfig(tmp_path, host="0.0.0.0")).advertised not in ("0.0.0.0", "")
+
+
+def test_the_submit_line_holds_the_programs_arguments_and_ships_the_runtime(tmp_path):
+    spec = _spec(tmp_path, master="spark://127.0.0.1:7077", faults=parse_faults(["kill-executor@5s"]))
+    args = program_args(spec, 4001, 4002, "/ck", tmp_path / "runtime.zip")
+    cmd = spark_submit_command(spec, args, engine_conf(spec))
+    assert cmd[1:3] == ["--master", "spark://127.0.0.1:7077"]
+    assert cmd[cmd.index("--py-files") + 1] == str(tmp_path / "runtime.zip")
+    tail = cmd[cmd.index(str(spec.program.resolve())) + 1:]
+    assert tail == args and "127.0.0.1:4001" in tail and "127.0.0.1:4002" in tail
+    script = submit_script(cmd, {"PYSPARK_PYTHON": "/venv/python", "PYTHONPATH": "/a/checkout"})
+    assert script.startswith("#!/bin/sh") and "export PYSPARK_PYTHON=/venv/python" in script
+    assert "PYTHONPATH" not in script and "  --master spark://127.0.0.1:7077 \\\n" in script
