@@ -26,7 +26,7 @@ def checkpoint_location(spec: EngineRunSpec, run_dir: Path) -> str:
     """The query's checkpoint: in the run directory, or a fresh directory under
     `spec.checkpoint_url` (shared storage every node of a cluster sees)."""
     if not spec.checkpoint_url:
-        return str(run_dir / "checkpoint")
+        return str(run_dir.absolute() / "checkpoint")     # the program runs in the run directory
     return f"{spec.checkpoint_url.rstrip('/')}/{run_dir.parent.name}-{run_dir.name}-{uuid.uuid4().hex[:8]}"
 
 
@@ -34,7 +34,7 @@ def runtime_zip(spec: EngineRunSpec) -> Path | None:
     """The runtime zip beside the program (written once; reused by a restart)."""
     if not spec.runtime_packages:
         return None
-    path = spec.program.parent / RUNTIME_ZIP
+    path = spec.program.absolute().parent / RUNTIME_ZIP     # absolute: the program runs elsewhere
     if not path.exists():
         write_runtime_archive(spec.runtime_packages, path)
     return path

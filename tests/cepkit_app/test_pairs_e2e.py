@@ -76,8 +76,9 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
     from its checkpoint, the feed serves again from the committed offset, the sink drops what it
     already holds; every answer comes once, and the recovery is measured."""
     run_dir = tmp_path / "run"
+    # A relative --out, as the default runs/... is: the program runs in its run directory.
     proc = _cepkit("pairs", "-c", "quick", "--set", f"run.engine={engine!r}", "--fault", "kill-engine@40s",
-                   "--out", str(run_dir), cwd=tmp_path)
+                   "--out", "run", cwd=tmp_path)
     _check_passed(run_dir, proc)            # 0 missing, 0 undue, 0 wrong
     run = json.loads((run_dir / "engine" / "run.json").read_text())
     (fault,) = run["faults"]
@@ -88,3 +89,4 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
     assert 0 < recovery["recovery_ms"] < 120_000 and recovery["peak_latency_ms"] > 0
     assert "fault kill-engine@40s: recovery" in proc.stderr
     assert (run_dir / "engine" / "spark-submit.sh").is_file() and (run_dir / "runtime.zip").is_file()
+    assert (run_dir / "engine" / "checkpoint" / "offsets").is_dir()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config import DriverConfig
-from harness.launch import checkpoint_location, engine_conf, program_args, spark_submit_command, submit_script
+from harness.launch import (checkpoint_location, engine_conf, program_args, runtime_zip, spark_submit_command,
+                            submit_script)
 from harness.run_spec import EngineRunSpec
 from kit.faults import parse_faults
 
@@ -23,6 +24,19 @@ def test_checkpoint_in_the_run_or_under_a_url(tmp_path):
     shared = _spec(tmp_path, checkpoint_url="file:///shared/ckpt/")
     first, second = (checkpoint_location(shared, shared.run_dir) for _ in range(2))
     assert first.startswith("file:///shared/ckpt/run-engine-") and first != second     # one per run
+
+
+def test_paths_handed_to_the_program_are_absolute(tmp_path, monkeypatch):
+    """The program runs in its run directory: a relative run directory (the default runs/...) must
+    not become a path under itself."""
+    monkeypatch.chdir(tmp_path)
+    Path("p").mkdir()
+    Path("p/program.py").write_text("")
+    spec = EngineRunSpec(program=Path("p/program.py"), run_dir=Path("p/engine"), driver=DriverConfig(tmp_path),
+                         runtime_packages=("kit",))
+    checkpoint, zip_path = checkpoint_location(spec, spec.run_dir), runtime_zip(spec)
+    assert checkpoint == str(tmp_path / "p" / "engine" / "checkpoint")
+    assert zip_path == tmp_path / "p" / "runtime.zip" and zip_path.is_file()
 
 
 def test_a_cluster_run_tells_the_driver_where_to_listen_unless_the_user_did(tmp_path):
