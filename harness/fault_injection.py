@@ -103,6 +103,14 @@ class FaultInjector:
         self.records.append(record)
         return record
 
+    def close(self) -> list[FaultRecord]:
+        """The run is over: faults still pending were never injected; they are recorded as such."""
+        left = [FaultRecord(f.text, f.kind, f.at_s, note="not injected: the run ended before its time")
+                for f in self.pending]
+        self.pending = []
+        self.records += left
+        return left
+
     @property
     def awaiting_restart(self) -> FaultRecord | None:
         """The engine kill whose program has not been restarted yet."""

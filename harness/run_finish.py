@@ -15,6 +15,9 @@ from kit.errors import CepkitError
 
 def finish_run(run) -> EngineRunResult:
     """Clean up `run` (harness.engine_run's run in progress), then its result, written to run.json."""
+    for record in run.faults.close():
+        if run.on_event is not None:
+            run.on_event(f"fault {record.fault}: {record.note}")
     _cleanup(run)
     result = _result(run)
     _write_run_json(run, result)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,8 @@ def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_executors
     _passed(run_dir, proc.stderr)
     started = json.loads((run_dir / "engine" / "run.json").read_text())["engine"]["started"]
     assert started["master"] == master.master_url
-    shipped = list(master.directory.glob(f"worker-*/work/{started['app_id']}/*/runtime.zip"))
+    # Each executor's directory (worker-N, then its work folder, the application, the executor id).
+    shipped = list(master.directory.glob(str(Path("worker-*", "work", started["app_id"], "*", "runtime.zip"))))
     assert len(shipped) == 2, shipped          # each executor got the engine's runtime
 
 

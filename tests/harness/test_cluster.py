@@ -126,7 +126,7 @@ def test_a_pyspark_job_runs_python_on_the_executors(cluster, spark):
     rows = spark.range(1000).repartition(2).select(where("id").alias("w")).collect()
     cwds = {r.w.split("|")[0] for r in rows}
     assert sum(int(r.w.split("|")[1]) for r in rows) == 999000
-    # An executor runs in <directory>/worker-i/work/<app>/<executor>: the UDF ran there, not in the driver.
+    # An executor runs in its worker's work folder (app, then executor id): the UDF ran there, not in the driver.
     assert cwds and all(Path(c).relative_to(cluster.directory).parts[0] in ("worker-1", "worker-2") for c in cwds)
     apps = cluster_status(cluster.directory)["master"]["applications"]
     assert [(a["name"], a["state"], a["cores"], a["memoryperexecutor"]) for a in apps] == \

@@ -39,6 +39,9 @@ def test_kill_engine_kills_the_driver_jvm_of_the_program_at_its_time(stand_in):
     assert injector.awaiting_restart is record and record.at_ms > 0
     assert injector.log_entries() == [{"fault": "kill-engine@5s", "kind": "kill-engine", "at_ms": record.at_ms}]
     assert injector.due(100.0) == []            # each fault once
+    late = FaultInjector(parse_faults(["kill-engine@500s"]))
+    (never,) = late.close()
+    assert never.at_ms is None and "not injected" in never.note and late.records == [never]
 
 
 def test_kill_executor_picks_an_executor_of_the_run_and_a_missing_target_is_said(stand_in):
