@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
-import importlib.util
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ import psutil
 
 from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec, read_cluster_info
 from harness.engine_process import last_error_line
+from harness.runtime_archive import package_dir
 from kit.atomic import atomic_write, check_parent
 from kit.errors import CepkitError
 
@@ -99,12 +99,9 @@ def _free_ports(host: str, n: int) -> list[int]:
 
 
 def _spark_env(host: str) -> dict[str, str]:
-    found = importlib.util.find_spec("pyspark")
-    if found is None or found.origin is None:
-        raise CepkitError("pyspark is not installed in this Python")
     # Our pyspark's jars, not those of a SPARK_HOME the shell may name; SPARK_LOCAL_IP makes the web
     # UIs bind `host` instead of 0.0.0.0.
-    env = {**os.environ, "SPARK_HOME": str(Path(found.origin).parent), "SPARK_LOCAL_IP": host}
+    env = {**os.environ, "SPARK_HOME": str(package_dir("pyspark")), "SPARK_LOCAL_IP": host}
     if not env.get("JAVA_HOME") and shutil.which("java", path=env.get("PATH")) is None:
         jdks = sorted(glob.glob("/usr/lib/jvm/*17*/bin/java"))       # Debian's place for a JDK
         if not jdks:

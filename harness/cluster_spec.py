@@ -10,12 +10,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.config import memory_mib
 from kit.errors import CepkitError, at
 from kit.jsonfile import read_json_object
 
 KIND, SCHEMA_VERSION, STATE_FILE = "cepkit.cluster", 1, "cluster.json"
-_SIZE = re.compile(r"^([1-9][0-9]*)([kmgt])b?$", re.IGNORECASE)
-_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2}
 
 
 def _whole(value, low: int, high: int) -> bool:
@@ -53,8 +52,8 @@ class ClusterSpec:
         for field, high in (("workers", 64), ("cores_per_worker", 1024)):
             if not _whole(getattr(self, field), 1, high):
                 raise bad(field, f"must be a whole number from 1 to {high}, got {getattr(self, field)!r}")
-        m = _SIZE.match(self.memory_per_worker) if isinstance(self.memory_per_worker, str) else None
-        if m is None or int(m[1]) * _MB[m[2].lower()] < 1:
+        mib = memory_mib(self.memory_per_worker)
+        if mib is None or mib < 1:
             raise bad("memory_per_worker", f"must be a size such as 2g or 512m (at least 1m), "
                                            f"got {self.memory_per_worker!r}")
 

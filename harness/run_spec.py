@@ -17,7 +17,7 @@ import pyarrow as pa
 from harness.config import DriverConfig
 from kit.config import LAUNCHES
 from kit.errors import CepkitError
-from kit.faults import Fault
+from kit.faults import Fault, check_faults
 from kit.outputlog import FORMATS
 from kit.records import RecordSchema
 
@@ -112,10 +112,10 @@ class EngineRunSpec:
         faults = tuple(sorted(self.faults, key=lambda f: f.at_s))
         if not all(isinstance(f, Fault) for f in faults):
             raise _bad("faults", "must be kit.faults.Fault values")
-        if faults and self.launch != "harness":
-            raise _bad("faults", "need launch = harness (the harness restarts the program it started)")
-        if any(f.kind == "kill-executor" for f in faults) and not self.master.startswith("spark://"):
-            raise _bad("faults", f"kill-executor needs a cluster master (spark://HOST:PORT), not {self.master!r}")
+        try:
+            check_faults(faults, self.master, self.launch)
+        except CepkitError as e:
+            raise _bad("faults", str(e)) from None
         object.__setattr__(self, "faults", faults)
 
     def to_dict(self) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import sys
 import zipfile
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def package_dir(name: str) -> Path:
     """Where this interpreter finds the top-level package `name` (without importing it)."""
     found = importlib.util.find_spec(name)
     if found is None or not found.submodule_search_locations:
-        raise CepkitError(f"the engine's runtime package {name!r} is not installed")
+        raise CepkitError(f"package {name!r} is not installed in this Python ({sys.executable})")
     return Path(list(found.submodule_search_locations)[0])
 
 

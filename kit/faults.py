@@ -47,3 +47,12 @@ class Fault:
 def parse_faults(items) -> tuple[Fault, ...]:
     """Faults in time order."""
     return tuple(sorted((Fault.parse(t) for t in items), key=lambda f: f.at_s))
+
+
+def check_faults(faults: tuple[Fault, ...], master: str, launch: str) -> None:
+    """What a run's faults need: the harness starting the program (it restarts what it started),
+    and a cluster master for an executor kill."""
+    if faults and launch != "harness":
+        raise CepkitError('need launch = "harness" (the harness restarts the program it started)')
+    if any(f.kind == "kill-executor" for f in faults) and not master.startswith("spark://"):
+        raise CepkitError(f"kill-executor needs a cluster master (spark://HOST:PORT), not {master!r}")

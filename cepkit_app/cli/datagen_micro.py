@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from cepkit_app.cli import command_config
-from cepkit_app.cli.datagen_pairs import add_generator_options, generator_flags
+from cepkit_app.cli.datagen_pairs import add_generator_options, generate, generator_flags
 
 # (argparse dest, config key) of the micro-only options.
 MICRO_FLAGS = (("streams", "micro.streams"), ("max_id", "micro.max_id"), ("zipf_s", "micro.zipf_s"),
@@ -34,18 +33,15 @@ def register(gens, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cepkit_app.cli.progress import console, progress_bar
+    from cepkit_app.cli.progress import console
     from datagen.micro import generate_micro
-    from kit.paths import fresh_path
 
     config = command_config(args, (*generator_flags("micro"), *MICRO_FLAGS))
     cfg = config.micro
     r = cfg.rate
     stem = (f"micro-{r.profile}{'-quick' if r.quick else ''}-s{cfg.streams}-id{cfg.max_id}"
             f"{f'-zipf{cfg.zipf_s:g}' if cfg.zipf_s > 0 else ''}-seed{cfg.seed}")
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
-    with progress_bar(f"micro {cfg.streams} stream(s)") as update:
-        ds = generate_micro(cfg, out, config_toml=config.to_toml(), progress=update)
+    ds = generate(args, config, generate_micro, cfg, stem, f"micro {cfg.streams} stream(s)")
     m = ds.manifest
     con = console()
     con.print(f"[bold green]wrote[/] {ds.total_rows:,} events in {cfg.streams} stream(s) x {cfg.file_count} "

@@ -35,18 +35,27 @@ def generator_flags(section: str) -> tuple[tuple[str, str], ...]:
                  (("seed", "seed"), ("format", "format"), ("profile", "rate.profile"), ("quick", "rate.quick")))
 
 
-def run(args: argparse.Namespace) -> int:
-    from cepkit_app.cli.progress import console, progress_bar
-    from datagen.pairs import generate_pairs
+def generate(args: argparse.Namespace, config, generator, section, stem: str, label: str):
+    """Run a generator on its config section into --out (or a fresh directory named `stem` under
+    paths.datagen_dir) with a progress bar labelled `label`; the dataset it returns."""
+    from cepkit_app.cli.progress import progress_bar
     from kit.paths import fresh_path
+
+    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
+    with progress_bar(label) as update:
+        return generator(section, out, config_toml=config.to_toml(), progress=update)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cepkit_app.cli.progress import console
+    from datagen.pairs import generate_pairs
 
     config = command_config(args, (("sf", "pairs.scale_factor"), *generator_flags("pairs")))
     cfg = config.pairs
     r = cfg.rate
-    stem = f"pairs-sf{cfg.scale_factor}-{r.profile}{'-quick' if r.quick else ''}-seed{cfg.seed}"
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
-    with progress_bar(f"ticks SF={cfg.scale_factor}") as update:
-        ds = generate_pairs(cfg, out, config_toml=config.to_toml(), progress=update)
+    ds = generate(args, config, generate_pairs, cfg,
+                  f"pairs-sf{cfg.scale_factor}-{r.profile}{'-quick' if r.quick else ''}-seed{cfg.seed}",
+                  f"ticks SF={cfg.scale_factor}")
     m = ds.manifest
     con = console()
     con.print(f"[bold green]wrote[/] {ds.total_rows:,} ticks in {len(m['files'])} {cfg.format} file(s) "

@@ -154,3 +154,13 @@ def check_values(obj: Any) -> None:
             continue
         need(v > lo if lo_open else v >= lo, name, f"must be {'>' if lo_open else '>='} {_num(lo)}, got {v!r}")
         need(v <= hi, name, f"must be <= {_num(hi)}, got {v!r}")
+
+
+_MEMORY = re.compile(r"([1-9][0-9]*)([kmgt])b?", re.IGNORECASE)
+_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2}
+
+
+def memory_mib(text) -> float | None:
+    """A JVM memory size as Spark takes it (4g, 2048m, 512M, 1gb) in MiB; None if it is not one."""
+    m = _MEMORY.fullmatch(text) if isinstance(text, str) else None
+    return None if m is None else int(m[1]) * _MIB[m[2].lower()]

@@ -11,14 +11,13 @@ left unset (absent in TOML, `auto` on the command line) are derived from the sca
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 from kit import tomlio
-from kit.config.limits import FieldError, check_values, choice, need, positive
+from kit.config.limits import FieldError, check_values, choice, memory_mib, need, positive
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError
-from kit.faults import parse_faults
+from kit.faults import check_faults, parse_faults
 from kit.records import FILE_FORMATS
 
 CONFIG_KIND = "cepkit.config"
@@ -201,7 +200,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_values(self)              # every number finite and within LIMITS["RunConfig"]
         choice(self, "engine", ENGINE_NAMES)
-        need(re.fullmatch(r"[1-9][0-9]*[kmgt]", self.driver_memory or "") is not None, "driver_memory",
+        need(memory_mib(self.driver_memory) is not None, "driver_memory",
               f"must be a size like 4g or 2048m, got {self.driver_memory!r}")
         for item in self.spark_conf:
             need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
@@ -227,13 +226,9 @@ class RunConfig:
         need(self.advertised_host is None or bool(self.advertised_host), "advertised_host", "must not be empty")
         choice(self, "launch", LAUNCHES)
         try:
-            faults = parse_faults(self.faults)
+            check_faults(parse_faults(self.faults), self.master, self.launch)
         except CepkitError as e:
             raise FieldError("faults", str(e)) from None
-        need(not (self.launch == "external" and faults), "faults",
-             "need launch = \"harness\" (the harness restarts the program it started)")
-        need(not any(f.kind == "kill-executor" for f in faults) or self.master.startswith("spark://"), "faults",
-             f"kill-executor needs a cluster master (spark://HOST:PORT), not {self.master!r}")
 
     def backlog_limit_events(self, mean_eps: float | None) -> int | None:
         """q^b in events: `max_backlog_s` seconds of input at the mean release rate, at least 1000
