@@ -6,8 +6,12 @@ then bisecting the rate, backlog thresholds q^a (steady state) and q^b (abort), 
 at 90 % of the found rate, validated. Prints one table: suite, workload, parameters, max
 sustainable throughput (events/s, all streams), p50/p99 event-time latency with the number of
 latencies behind them (the p99 with its 95 % interval, or saying it is merely the maximum of too
-few), peak RSS and peak state-store memory of the best sustainable step. Every step's run
-directory stays under --runs.
+few), peak RSS and peak state-store memory of the best sustainable step, and the target of
+issue 17 where it sets one. Every step is validated (`--no-validate-steps` to skip), and the
+confirming run is at `--confirm-fraction` (0.8) of the found rate, so the latencies shown are
+those at 80 % of the maximum. Every step's run directory stays under --runs; a chart of the
+table (max sustainable rate per workload against its target, and throughput against the number
+of queries for the scalability suite) is written beside them as micro_all.png.
 
 `--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
 way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
@@ -16,8 +20,8 @@ source (run.database_join = jdbc) instead of per-batch psycopg lookups.
 
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins ('' for none)] [--per-suite N] [--workloads W1,W2]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
-           [--precision 1.4] [--variants native-window,jdbc]
-           [--runs runs/micro-all] [--set KEY=VALUE ...]
+           [--precision 1.4] [--variants native-window,jdbc] [--confirm-fraction 0.8]
+           [--no-validate-steps] [--runs runs/micro-all] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
 from cepkit_app.pipelines.micro_summary import p99_detail
@@ -43,6 +50,53 @@ VARIANTS = {
     "jdbc": ("joins", {"run.database_join": "jdbc"},
              lambda w: any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries)),
 }
+
+
+# Issue 17's targets (events/s over all streams) by the thesis' query name; scalability: N=64 >= 25 % of N=1.
+TARGETS = {"Q1": 1_000_000, "Q2": 250_000, "Q3": 250_000, "Q4": 250_000, "J1": 150_000, "J2": 300_000,
+           "J3": 100_000, "Q7": 100_000}
+
+
+def _target(workload) -> float | None:
+    """The target rate of a one-kind workload (the first query's kind; J1 for a window join)."""
+    name = workload.queries[0].thesis_name
+    name = "J1" if name == "Q5" else name
+    return TARGETS.get(name) if workload.query_set.sharing != "identical" else None
+
+
+def draw_chart(rows: list[dict], path: Path) -> Path:
+    """Bars of the max sustainable rate per workload (log scale) with each target as a tick; beside
+    them, the scalability workloads' rate against their number of queries."""
+    scal = sorted((r for r in rows if r["queries"] > 1 or r["suite"].startswith("scalability")),
+                  key=lambda r: r["queries"])
+    fig = Figure(figsize=(11, 0.42 * len(rows) + 2.2), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 2 if scal else 1, 1)
+    names = [r["workload"] for r in rows][::-1]
+    found = [r["found"] or 0 for r in rows][::-1]
+    ax.barh(names, found, color=["#059669" if r["target"] and (r["found"] or 0) >= r["target"] else "#2563eb"
+                                 for r in rows][::-1])
+    for i, r in enumerate(rows[::-1]):
+        if r["target"]:
+            ax.plot([r["target"]] * 2, [i - 0.4, i + 0.4], color="#dc2626", lw=2)
+        ax.text(max(found[i], 1), i, f" {found[i]:,.0f}", va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("max sustainable events/s (all streams); red tick: target")
+    ax.set_title("Microbenchmarks on PySpark, 2 cores")
+    ax.tick_params(axis="y", labelsize=7.5)
+    if scal:
+        ax2 = fig.add_subplot(1, 2, 2)
+        ax2.plot([r["queries"] for r in scal], [r["found"] or 0 for r in scal], marker="o", color="#2563eb")
+        if scal[0]["found"]:
+            ax2.axhline(0.25 * scal[0]["found"], color="#dc2626", ls="--", lw=1, label="25 % of N=1")
+            ax2.legend()
+        ax2.set_xscale("log", base=2)
+        ax2.set_xlabel("identical queries N")
+        ax2.set_ylabel("max sustainable events/s")
+        ax2.set_title("Scalability (identical window joins)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", facecolor="white")
+    return path
 
 
 def _fmt(v, spec: str) -> str:
@@ -83,6 +137,10 @@ def main() -> int:
     ap.add_argument("--precision", type=float, default=1.4, help="stop bisecting when hi/lo is below this")
     ap.add_argument("--runs", default="runs/micro-all")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--confirm-fraction", type=float, default=0.8,
+                    help="the confirming run's rate as a fraction of the found one; its latencies are shown")
+    ap.add_argument("--no-validate-steps", dest="validate_steps", action="store_false",
+                    help="validate only the confirming run (faster; the found rate then rests on unvalidated runs)")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"alternative plans to add rows for ({', '.join(VARIANTS)}; '' for none)")
     args = ap.parse_args()
@@ -93,11 +151,11 @@ def main() -> int:
     if starts is None:
         ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
     head = ("suite", "workload", "query", "parameters", "max sustainable ev/s", "lowest failing ev/s",
-            "confirmed", "latencies", "p50 ms", "p99 ms (95 % CI)", "peak RSS MiB", "state MiB", "steps")
+            "confirmed", "latencies", "p50 ms", "p99 ms (95 % CI)", "peak RSS MiB", "state MiB", "steps", "target")
     # Rows are printed as each suite finishes, so a long run shows its table as it goes.
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
-    count, started = 0, time.time()
+    count, started, chart_rows = 0, time.time(), []
     passes = [(name, name, {}, lambda w: True) for name in args.suites.split(",") if name]
     passes += [(f"{VARIANTS[v][0]} ({v})", *VARIANTS[v]) for v in variants]
     only = set(filter(None, args.workloads.split(",")))
@@ -110,7 +168,8 @@ def main() -> int:
         search = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, max_rate_eps=args.max_rate,
                               start_rate_eps=starts.get(name, starts[""]), growth=args.growth,
                               start_rates=tuple((w, r) for w, r in starts.items() if w in keep),
-                              precision=args.precision, validate_steps=False)
+                              precision=args.precision, validate_steps=args.validate_steps,
+                              confirm_fraction=args.confirm_fraction)
         req = MicroSuiteRequest(load_config(None, args.overrides, settings), suite,
                                 fresh_path(Path(args.runs), label.replace(" (", "-").rstrip(")")), keep)
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)
@@ -128,9 +187,14 @@ def main() -> int:
                      p99_cell(best.p99_ms if best else None, detail["latency_count"], detail["p99_ci_low_ms"],
                               detail["p99_ci_high_ms"], missing="-"),
                      _fmt(best.peak_rss_mib if best else None, ",.0f"),
-                     _fmt(best.state_mib if best else None, ",.1f"), str(len(r.steps)))
+                     _fmt(best.state_mib if best else None, ",.1f"), str(len(r.steps)), _fmt(_target(w), ",.0f"))
             print("| " + " | ".join(cells) + " |", flush=True)
+            chart_rows.append({"suite": label, "workload": w.name, "queries": len(w.queries), "target": _target(w),
+                               "found": None if found is None else found * streams})
             count += 1
+    if chart_rows:
+        chart = draw_chart(chart_rows, fresh_path(Path(args.runs), "micro_all.png"))
+        print(f"chart: {chart}", file=sys.stderr)
     print(f"\n{count} workloads in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
     return 0
 

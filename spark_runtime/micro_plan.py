@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
-from spark_runtime.micro_cores import CORES
+from spark_runtime.micro_cores import CORES, state_codec
 
-_STATE_SCHEMA = StructType([StructField("json", StringType())])
+_STATE_SCHEMA = StructType([StructField("blob", BinaryType())])
 _AGGREGATES = {"SUM": F.sum, "AVG": F.avg, "MAX": F.max, "MIN": F.min, "STDEV": F.stddev_pop,
                "MEDIAN": F.median, "COUNT": lambda c: F.count(F.lit(1))}
 _NUMPY_OPS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
@@ -69,10 +69,26 @@ class MicroPlan:
         return [f.split()[0] for f in self.output_fields]
 
 
+def shared_queries(queries) -> dict[str, list[str]]:
+    """{representative id: the ids of every query identical to it (itself first)}, in query order.
+
+    Identical queries (equal but for their ids, thesis 4.5.6) are computed once: only the first of
+    each set is planned, and its rows are copied to the others' output streams at the end, so N
+    identical queries cost one query plus N-fold output rows, not N times the work."""
+    sets: dict[str, list[str]] = {}
+    for q in queries:
+        sig = json.dumps({k: v for k, v in q.items() if k != "id"}, sort_keys=True, default=str)
+        sets.setdefault(sig, []).append(q["id"])
+    return {ids[0]: ids for ids in sets.values()}
+
+
 def build_micro(spark, events, plan: MicroPlan):
     """The streaming plan: driver events in, one DataFrame with every query's rows out."""
+    shared = shared_queries(plan.queries)
+    planned = [q for q in plan.queries if q["id"] in shared]
+    buckets = 2 * int(spark.conf.get("spark.sql.shuffle.partitions"))
     parts = []
-    for q in plan.queries:
+    for q in planned:
         if q["kind"] == "filter":
             parts.append(_filter(plan, events, q))
         elif q["kind"] == "native_time_window":
@@ -81,12 +97,17 @@ def build_micro(spark, events, plan: MicroPlan):
             parts.append(_table_join(plan, spark, events, q))
         elif q["kind"] == "table_join":
             parts.append(_db_table_join(plan, events, q))
-    stateful = [q for q in plan.queries if q["kind"] in CORES]
+    stateful = [q for q in planned if q["kind"] in CORES]
     if stateful:
-        parts.append(_stateful(plan, events, stateful))
+        parts.append(_stateful(plan, events, stateful, buckets))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part, allowMissingColumns=True)
+    copies = {rep: ids for rep, ids in shared.items() if len(ids) > 1}
+    if copies:
+        # Each row of a representative goes to the output stream of every query of its set.
+        fan = F.create_map(*[x for rep, ids in copies.items() for x in (F.lit(rep), F.array(*map(F.lit, ids)))])
+        out = out.withColumn("stream", F.explode(F.coalesce(fan[F.col("stream")], F.array(F.col("stream")))))
     return out.select(*plan.out_columns), plan.output_streams
 
 
@@ -145,12 +166,15 @@ def _table(plan: MicroPlan, spark, q):
         return F.broadcast(spark.read.parquet(plan.table_path).select(*[F.col(c).alias(f"T_{c}") for c in fields]))
     # J3, JDBC plan: Spark's JDBC source (Debian's PostgreSQL JDBC driver, on the classpath through
     # spark.jars) reads the whole table again in every micro-batch; no join keys reach the database.
+    # Broadcast, so the stream side is not shuffled: with two shuffles over the Python source in one
+    # batch, Spark 4.3 plans their input partitions from two threads over one Python worker socket
+    # and the stream fails with a NegativeArraySizeException (seen in CI; specs/TRANSLATION.md).
     url = os.environ.get("CEPKIT_PG_JDBC_URL")
     if not url:
         raise RuntimeError(f"query {q['id']}: CEPKIT_PG_JDBC_URL is not set (the PostgreSQL JDBC URL)")
     table = (spark.read.format("jdbc").option("url", url).option("driver", "org.postgresql.Driver")
              .option("dbtable", "t").load())
-    return table.select(*[F.col(c.lower()).alias(f"T_{c}") for c in fields])     # PostgreSQL folds names
+    return F.broadcast(table.select(*[F.col(c.lower()).alias(f"T_{c}") for c in fields]))  # PostgreSQL folds names
 
 
 def _table_join(plan: MicroPlan, spark, events, q):
@@ -225,11 +249,11 @@ class MicroProcessor(StatefulProcessor):
         qid = key[0]
         q, core = self.queries[qid], self.cores[qid]
         events = pd.concat(list(rows), ignore_index=True).sort_values("offset", kind="stable", ignore_index=True)
-        state = json.loads(self.state.get()[0]) if self.state.exists() else core.initial_state()
+        state = state_codec.loads(self.state.get()[0]) if self.state.exists() else core.initial_state()
         out = core.process(state, events)
-        self.state.update((json.dumps(state, separators=(",", ":")),))
-        if out:
-            frame = pd.DataFrame.from_records(out, columns=q["fields"])
+        self.state.update((state_codec.dumps(state),))
+        if len(out):
+            frame = out if isinstance(out, pd.DataFrame) else pd.DataFrame.from_records(out, columns=q["fields"])
             frame["stream"] = qid
             # ingestTS of the triggering event: the row's inputTS names it, and TS is unique enough
             # for a latency stamp (the latest ingest of the events with that TS in this batch).
@@ -255,12 +279,25 @@ def _routed_to(q, stream):
             | ((stream == second["stream"]) & _condition(second["where"])))
 
 
-def _stateful(plan: MicroPlan, events, queries):
+def _bucket(q, buckets: int):
+    """Which group of query q an event joins. A pattern with a key keeps its state per key, so
+    its keys are hashed over `buckets` groups that run as parallel tasks; every other core's
+    semantics span its whole input (a count window counts every event, a time window closes on the
+    stream's next event, a window join's windows are the streams' last rows), so it stays one group."""
+    if q["kind"] == "pattern" and q.get("key"):
+        return F.pmod(F.hash(F.col(q["key"])), F.lit(buckets))
+    return F.lit(0)
+
+
+def _stateful(plan: MicroPlan, events, queries, buckets: int):
     """Route each event to every stateful query that reads its stream, then run the processor."""
     stream = F.col("stream") if plan.multi_stream else F.lit("S1")
-    routes = F.array(*[F.when(_routed_to(q, stream), F.lit(q["id"])) for q in queries])
+    routes = F.array(*[F.when(_routed_to(q, stream), F.struct(F.lit(q["id"]).alias("query"),
+                                                              _bucket(q, buckets).alias("bucket")))
+                       for q in queries])
     routed = (events.withColumn("stream", stream)
-              .select("*", F.explode(routes).alias("query"))
-              .where(F.col("query").isNotNull()))
-    return routed.groupBy("query").transformWithStateInPandas(MicroProcessor(queries, plan.out_columns),
-                                                                plan.output_schema, "Append", "None")
+              .select("*", F.explode(routes).alias("_route"))
+              .where(F.col("_route").isNotNull())
+              .select("*", "_route.query", "_route.bucket").drop("_route"))
+    return routed.groupBy("query", "bucket").transformWithStateInPandas(
+        MicroProcessor(queries, plan.out_columns), plan.output_schema, "Append", "None")

@@ -99,6 +99,14 @@ def translate_micro(req: MicroTranslation) -> str:
             q["kind"] = "native_time_window"
         if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
             q["kind"] = "jdbc_table_join"
+    shuffles = sum(q["kind"] == "native_time_window" for q in literals) + any(q["kind"] in STATEFUL_KINDS
+                                                                              for q in literals)
+    if shuffles > 1:
+        # Spark 4.3 plans the input partitions of each shuffle over the Python source from its own
+        # thread, over one worker socket; two at once corrupt the stream (specs/TRANSLATION.md).
+        raise CepkitError(f"workload {w.name}: run.time_windows = \"native\" allows one native window per "
+                          f"workload and no stateful query beside it ({shuffles} shuffles over the source); "
+                          f"use the core plan (run.time_windows = \"core\")")
     for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")

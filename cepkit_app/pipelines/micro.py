@@ -117,6 +117,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
                                {q.id: output_schema(q).arrow_schema() for q in workload.queries}, mean_eps,
                                extra_conf=jars, env=env)
         result = run_engine(spec, on_progress=_on_the_clock(on_progress, profile.duration_ms), on_event=stage)
+    if result.status != "completed":
+        stage(f"{workload.name}: run {result.status}: {result.message}")
     # The sink's latency histogram covers every row; validation recomputes it from the log.
     verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", result.latency_p50_ms, result.latency_p99_ms, None
     stats = None

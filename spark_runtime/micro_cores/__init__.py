@@ -6,10 +6,13 @@ side (spark_runtime/micro_plan.py) runs them inside one `transformWithStateInPan
 one group per query.
 
 A core class has `__init__(q)` (q: a query literal, translators/micro_literal.py),
-`initial_state() -> dict` and `process(state, events) -> list[tuple]`: `events` is one
-micro-batch's events of the query's input streams as a pandas DataFrame sorted by `offset`
-(columns ID, A1..AN, TS, stream, offset, ingestTS), `state` the JSON-round-tripped dict of the
-previous call (updated in place), and the result the output rows in `q["fields"]` order.
+`initial_state() -> dict` and `process(state, events) -> pandas.DataFrame`: `events` is one
+micro-batch's events of the query's input streams (or, for a pattern with a key, of some of its
+keys) as a pandas DataFrame sorted by `offset` (columns ID, A1..AN, TS, stream, offset,
+ingestTS), `state` the dict of the previous call as stored and read back by `state_codec`
+(scalars, lists, dicts, numpy arrays; updated in place, bounded by the window), and the result
+the output rows, columns `q["fields"]`, in the reference order. A core works on whole arrays: no
+Python loop per event.
 """
 
 from __future__ import annotations

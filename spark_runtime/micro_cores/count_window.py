@@ -7,249 +7,240 @@ The window is the last `rows` events of the whole input. At events rows, rows + 
 group with an event that entered since the previous evaluation gets one row, aggregated over its
 events in the window, in group-key order, stamped with the triggering event's TS.
 
-Tumbling windows (slide == rows) buffer the current block and aggregate it at once. Other windows
-are maintained per group, O(1) amortized per event: a FIFO of the group's values (to know what
-leaves), running sums shifted by a value of the group (SUM, AVG, STDEV), monotonic deques (MAX,
-MIN) and a sorted list (MEDIAN). The state is plain lists and str-keyed dicts so it survives a
-JSON round trip; lists consumed at the front keep a head index and are cut now and then.
-"""
+Vectorized per micro-batch, for every slide (tumbling included). The state is the count so far
+and the tail of the input that a later window can still reach: the events after the window start
+of the next evaluation point (fewer than `rows`). A batch is appended to that tail, so the tail
+starts exactly at the window of the batch's first evaluation point; the events are stable-sorted
+by (group, number), and then every emitted row is the aggregate of one contiguous range
+[lo, hi) of that sorted array (a range never longer than `rows`). `hi` follows from the group's
+last event entered at that evaluation, `lo` from one `searchsorted`.
 
-import bisect
-import json
-import math
+The ranges are aggregated all at once with a disjoint sparse table (`_Ranges`): a range is split
+at a power-of-two boundary into a suffix of one block and a prefix of the next, both read from
+per-level scans, so no prefix sums are ever subtracted (a large value outside a window cannot
+spoil it). SUM, AVG and STDEV scan values shifted by an element of the scanned part, which keeps
+Σ(x - k)² within (count + 1) times the part's squared deviations; the two parts are merged with
+Chan's formula. MAX and MIN scan with np.maximum/np.minimum. MEDIAN uses a wavelet matrix over
+the value ranks (`_medians`): k-th smallest of any range in O(log T).
+
+Cost per batch of m events with a tail of t < rows events, T = t + m, L = log2 of the longest
+range (at most log2 rows): factorizing and sorting O(T) (radix sort for < 65536 groups), O(T·L)
+per SUM/AVG/STDEV/MAX/MIN field for the scans, O((T + rows emitted)·log T) per MEDIAN field, and
+O(log T) per emitted row for its range. Memory O(T·L). The per-event cost is thus bounded when
+batches are at least about as large as the window; with tiny batches and a huge window each batch
+re-reads the tail (O(rows / m) per event).
+"""
 
 import numpy as np
 import pandas as pd
 
-_cw_CUT = 64         # consumed list heads are cut only past this size, keeping cuts amortized O(1)
-_cw_SLACK = 1e3      # re-sum when rounding (~1e-16 x this scale) could reach 1e-13 of the answer
-_cw_PANDAS = {"SUM": "sum", "AVG": "mean", "MAX": "max", "MIN": "min", "MEDIAN": "median"}
+
+def _bit_length(x):
+    """Bit length of non-negative integers below 2**53, elementwise (frexp gives the exponent)."""
+    return np.frexp(x.astype(np.float64))[1].astype(np.int64)
 
 
-def _cw_cut(lists, head):
-    """Drop the consumed prefix `[:head]` of parallel lists once it is most of them."""
-    if head > _cw_CUT and 2 * head > len(lists[0]):
-        for lst in lists:
-            del lst[:head]
-        return 0
-    return head
+def _scan(X, kind, forward):
+    """Prefix (forward) or suffix (backward) scans along the rows of X. Sums are of x - k, k the
+    row's first element in scan order: an element of every scanned part, so the part's
+    Σ(x - k)² stays within (count + 1) times its squared deviations (no cancellation later)."""
+    if not forward:
+        X = X[:, ::-1]
+    if kind in ("s1", "s2"):
+        d = X - X[:, :1]
+        res = np.cumsum(d * d if kind == "s2" else d, axis=1)
+    else:
+        res = (np.maximum if kind == "max" else np.minimum).accumulate(X, axis=1)
+    return res if forward else res[:, ::-1]
+
+
+class _Ranges:
+    """Aggregates of x[lo:hi] for many non-empty ranges of arrays of one length `size`.
+
+    Disjoint sparse table: with B = 2**j >= the longest range, a range [l, r] with l, r in one
+    B-block lies in a 2**k-block (k = bit_length(l ^ r)) whose left half holds l and right half r;
+    otherwise it straddles one multiple of B. Either way it is a suffix [l, c) of a half (or
+    block) ending at c - 1 plus a prefix [c, r] of the next one. Table rows 0..j-1 hold level
+    k = 1..j (suffix scans on left halves, prefix scans on right halves); rows j and j+1 hold the
+    suffix and prefix scans of every B-block. A one-element range has an empty left part."""
+
+    def __init__(self, lo, hi, size):
+        l, r = lo, hi - 1
+        self.c = hi - lo
+        self.j = j = int(self.c.max() - 1).bit_length()
+        self.B = 1 << j
+        self.P = -(-size // self.B) * self.B
+        k = np.clip(_bit_length(l ^ r), 1, j + 1)
+        split = r & ~((np.int64(1) << (k - 1)) - 1)           # first element of r's half
+        self.ca, self.cb = split - l, r - split + 1
+        self.ka_at, self.kb_at = np.maximum(split - 1, 0), split   # each part's shift: its element at the split
+        self.iL = (k - 1) * self.P + l
+        self.iR = np.where(k > j, j + 1, k - 1) * self.P + r
+
+    def table(self, x, kind):
+        """The scans of x at every level; returns each range's left- and right-part values."""
+        P, j, B = self.P, self.j, self.B
+        xp = np.zeros(P)
+        xp[:len(x)] = x
+        out = np.empty((j + 2, P))
+        for k in range(1, j + 1):
+            h = 1 << (k - 1)
+            X, O = xp.reshape(-1, 2, h), out[k - 1].reshape(-1, 2, h)
+            O[:, 0] = _scan(X[:, 0], kind, False)
+            O[:, 1] = _scan(X[:, 1], kind, True)
+        X = xp.reshape(-1, B)
+        out[j].reshape(-1, B)[:] = _scan(X, kind, False)
+        out[j + 1].reshape(-1, B)[:] = _scan(X, kind, True)
+        flat = out.ravel()
+        return flat.take(self.iL), flat.take(self.iR)
+
+    def parts(self, x):
+        """(shift, Σ(x - shift)) of the left part, then of the right part, of every range."""
+        a, b = self.table(x, "s1")
+        return x.take(self.ka_at), a, x.take(self.kb_at), b
+
+    def sum(self, x):
+        ka, a, kb, b = self.parts(x)
+        return (self.ca * ka + a) + (self.cb * kb + b)      # an empty left part adds 0 * x + 0
+
+    def extreme(self, x, kind):
+        a, b = self.table(x, kind)                          # one element: both rows hold x[r]
+        return np.maximum(a, b) if kind == "max" else np.minimum(a, b)
+
+    def stdev(self, x):
+        """Population stdev: each part's M2 = Σd² - (Σd)²/n (well conditioned, see _scan), merged
+        with Chan's formula. The means' difference is (ka - kb) + the offsets of the means from the
+        shifts, so a level common to both parts cancels exactly instead of rounding."""
+        ka, a1, kb, b1 = self.parts(x)
+        a2, b2 = self.table(x, "s2")
+        ca, cb = np.maximum(self.ca, 1), self.cb              # ca = 0: a1 = a2 = 0, no term
+        m2a = np.maximum(a2 - a1 * a1 / ca, 0.0)
+        m2b = np.maximum(b2 - b1 * b1 / cb, 0.0)
+        d = (ka - kb) + (a1 / ca - b1 / cb)
+        m2 = m2a + m2b + d * d * (self.ca * cb / self.c)
+        return np.sqrt(m2 / self.c)
+
+
+def _medians(x, lo, hi):
+    """Median of every x[lo:hi], from its middle order statistics (two for an even count) found in
+    a wavelet matrix over the ranks of x: per bit level one stable partition and one prefix count
+    of zeros, O((T + ranges)·log T) whatever the lengths. int32 and take/compress: this is the
+    costliest aggregate and these halve its memory traffic."""
+    T, Q = len(x), len(lo)
+    order = np.argsort(x, kind="stable")
+    cur = np.empty(T, np.int32)
+    cur[order] = np.arange(T, dtype=np.int32)
+    c = (hi - lo).astype(np.int32)
+    even = np.flatnonzero(c % 2 == 0)
+    k = np.concatenate([c // 2, (c[even] - 1) // 2])         # 0-based ranks within the range
+    l = np.concatenate([lo, lo[even]]).astype(np.int32)
+    r = np.concatenate([hi, hi[even]]).astype(np.int32)
+    res = np.zeros(len(k), np.int32)
+    zeros = np.zeros(T + 1, np.int32)
+    for b in reversed(range(max(int(T - 1).bit_length(), 1))):
+        zero = ((cur >> b) & 1) == 0
+        np.cumsum(zero, out=zeros[1:])
+        nz, zl, zr = zeros[T], zeros.take(l), zeros.take(r)
+        z = zr - zl
+        right = k >= z                                       # fewer than k + 1 zeros: the k-th has bit b
+        k -= np.where(right, z, 0)
+        l = np.where(right, l - zl + nz, zl)
+        r = np.where(right, r - zr + nz, zr)
+        res |= right.view(np.int8).astype(np.int32) << b
+        cur = np.concatenate([cur.compress(zero), cur.compress(~zero)])
+    v = x.take(order.take(res))
+    out = v[:Q].copy()
+    out[even] = (out[even] + v[Q:]) / 2
+    return out
 
 
 class CountWindowCore:
+    """State: {"n": events so far, "tail": column -> array of the events after n - len(tail)}."""
+
     def __init__(self, q):
         self.rows, self.slide = int(q["rows"]), int(q["slide"])
         self.group_by = list(q["group_by"])
         self.aggs = [tuple(a) for a in q["aggregates"]]
-        self.fields = list(dict.fromkeys(f for _, f, _ in self.aggs if f is not None))
-        pos = {f: i for i, f in enumerate(self.fields)}
-
-        def using(*fns):
-            return sorted({pos[f] for fn, f, _ in self.aggs if fn in fns})
-
-        self.f_sum, self.f_sq, self.f_med = using("SUM", "AVG", "STDEV"), using("STDEV"), using("MEDIAN")
-        # One monotonic deque per (field, sign): MIN is the MAX of the negated values (exact).
-        self.mono = list(dict.fromkeys((pos[f], 1.0 if fn == "MAX" else -1.0)
-                                       for fn, f, _ in self.aggs if fn in ("MAX", "MIN")))
-        self.plan = [(fn, self.mono.index((pos[f], 1.0 if fn == "MAX" else -1.0)) if fn in ("MAX", "MIN")
-                      else pos.get(f)) for fn, f, _ in self.aggs]
-        self.tumbling = self.slide == self.rows
-        self.buf_cols = list(dict.fromkeys(self.group_by + self.fields))
+        self.fields = list(q["fields"])
+        self.dtypes = {f: np.int64 if t in ("int", "long") else np.float64
+                       for f, t in zip(q["fields"], q["types"])}
+        # tail columns: "k:" group keys (in their output dtype), "v:" aggregated values (doubles)
+        self.values = list(dict.fromkeys(f for fn, f, _ in self.aggs if f is not None and fn != "COUNT"))
+        self.cols = {"k:" + g: (g, self.dtypes[g]) for g in self.group_by}
+        self.cols.update({"v:" + f: (f, np.float64) for f in self.values})
 
     def initial_state(self):
-        if self.tumbling:
-            return {"n": 0, "buf": {c: [] for c in self.buf_cols}}
-        # groups[gid] is a group's record (None when free); gidx maps a group's JSON key to its gid;
-        # win holds the gid of every event in the window from index wh on; ent the gids that had an
-        # event enter since the last evaluation.
-        return {"n": 0, "win": [], "wh": 0, "groups": [], "gidx": {}, "free": [], "ent": []}
+        return {"n": 0, "tail": {c: np.empty(0, dt) for c, (_, dt) in self.cols.items()}}
+
+    def _empty(self):
+        return pd.DataFrame({f: np.empty(0, self.dtypes[f]) for f in self.fields})
+
+    def _next_eval(self, n):
+        """The first evaluation point after event n."""
+        return self.rows if n < self.rows else self.rows + ((n - self.rows) // self.slide + 1) * self.slide
 
     def process(self, state, events):
-        if len(events) == 0:
-            return []
-        if self.tumbling:
-            return self._blocks(state, events)
-        rows, slide = self.rows, self.slide
-        ev_keys, key_of = self._keys(events)
-        cols = [events[f].to_numpy(np.float64).tolist() for f in self.fields]
-        ts = events["TS"].to_numpy(np.int64).tolist()
-        n, win, wh = state["n"], state["win"], state["wh"]
-        groups, gidx, free = state["groups"], state["gidx"], state["free"]
-        ent = set(state["ent"])
-        out = []
-        for j, ks in enumerate(ev_keys):
-            n += 1
-            vals = [c[j] for c in cols]
-            gid = gidx.get(ks)
-            if gid is None:
-                gid = gidx[ks] = free.pop() if free else len(groups)
-                if gid == len(groups):
-                    groups.append(None)
-                groups[gid] = g = self._new_group(ks, key_of[ks], vals)
-            else:
-                g = groups[gid]
-            self._add(g, n, vals)
-            win.append(gid)
-            ent.add(gid)
-            if n > rows:
-                old = win[wh]
-                wh += 1
-                if wh >= rows:                        # cut after every `rows` departures
-                    del win[:wh]
-                    wh = 0
-                og = groups[old]
-                self._evict(og, n - rows)
-                if og["c"] == 0:                      # its events all entered before the last evaluation
-                    del gidx[og["ks"]]
-                    groups[old] = None
-                    free.append(old)
-            if n >= rows and (n - rows) % slide == 0:
-                for gid in sorted(ent, key=lambda x: groups[x]["key"]):
-                    out.append(self._row(groups[gid]) + (ts[j],))
-                ent.clear()
-        state.update(n=n, wh=wh, ent=sorted(ent))
-        return out
-
-    def _keys(self, events):
-        """Every event's group as a JSON string (a str dict key survives JSON), and string -> key."""
-        if not self.group_by:
-            return ["[]"] * len(events), {"[]": []}
-        cols = [events[c].to_numpy() for c in self.group_by]
-        codes = np.zeros(len(events), np.int64)
-        for a in cols:                                # refactorized each time, so codes stay < len(events)
-            c, u = pd.factorize(a)
-            codes = pd.factorize(codes * len(u) + c)[0]
-        first = np.unique(codes, return_index=True)[1]       # first event of codes 0, 1, ...
-        keys = [list(k) for k in zip(*(a[first].tolist() for a in cols))]
-        strs = [json.dumps(k) for k in keys]
-        return [strs[c] for c in codes.tolist()], dict(zip(strs, keys))
-
-    def _new_group(self, ks, key, vals):
-        nf = len(self.fields)
-        return {"ks": ks, "key": key, "c": 0, "h": 0, "d": 0, "v": [[] for _ in range(nf)],
-                # sums of x - k, k a value of the group: small terms, and exactly 0 for a constant field;
-                # e = sum of the squared terms since the last re-sum, a bound on s2's rounding
-                "k": list(vals), "s1": [0.0] * nf, "s2": [0.0] * nf, "e": [0.0] * nf,
-                "mq": [[0, [], []] for _ in self.mono],       # [head, event numbers, values]
-                "md": [[] if i in self.f_med else None for i in range(nf)]}
-
-    def _add(self, g, seq, vals):
-        g["c"] += 1
-        g["d"] += 1
-        for lst, x in zip(g["v"], vals):
-            lst.append(x)
-        k, s1, s2 = g["k"], g["s1"], g["s2"]
-        for i in self.f_sum:
-            s1[i] += vals[i] - k[i]
-        e = g["e"]
-        for i in self.f_sq:
-            d = vals[i] - k[i]
-            s2[i] += d * d
-            e[i] += d * d
-        for (head, seqs, vs), (i, sign) in zip(g["mq"], self.mono):
-            x = sign * vals[i]
-            while len(vs) > head and vs[-1] <= x:     # a smaller older value can never be the max again
-                vs.pop()
-                seqs.pop()
-            seqs.append(seq)
-            vs.append(x)
-        for i in self.f_med:
-            bisect.insort(g["md"][i], vals[i])
-        # Bound rounding drift: re-sum after ~2 * count updates (amortized O(1) per update).
-        if self.f_sum and g["d"] > 2 * g["c"] + _cw_CUT:
-            self._resum(g)
-
-    def _evict(self, g, seq):
-        """The group's oldest event (global number `seq`) leaves the window."""
-        h = g["h"]
-        v, k, s1, s2 = g["v"], g["k"], g["s1"], g["s2"]
-        g["c"] -= 1
-        g["d"] += 1
-        for i in self.f_sum:
-            s1[i] -= v[i][h] - k[i]
-        e = g["e"]
-        for i in self.f_sq:
-            d = v[i][h] - k[i]
-            s2[i] -= d * d
-            e[i] += d * d
-        for q in g["mq"]:
-            if q[1][q[0]] == seq:
-                q[0] = _cw_cut(q[1:], q[0] + 1)
-        for i in self.f_med:
-            sl = g["md"][i]
-            del sl[bisect.bisect_left(sl, v[i][h])]
-        g["h"] = _cw_cut(v, h + 1) if v else h + 1
-
-    def _resum(self, g):
-        h, k = g["h"], g["k"]
-        for i in self.f_sum:
-            xs = g["v"][i][h:]
-            mean = math.fsum(xs) / len(xs)
-            k[i] = ki = min(xs, key=lambda x: abs(x - mean))
-            g["s1"][i] = math.fsum([x - ki for x in xs])
-            if i in self.f_sq:
-                g["s2"][i] = g["e"][i] = math.fsum([(x - ki) * (x - ki) for x in xs])
-        g["d"] = 0
-
-    def _conditioned(self, g):
-        """False once the data's level moved far from the shift (SUM = s1 + c*k cancels) or large
-        terms came and went (s2 - s1^2/c keeps their rounding): then the sums must be redone."""
-        c = g["c"]
-        for i in self.f_sum:
-            s1, k = g["s1"][i], g["k"][i]
-            if abs(k) * c > _cw_SLACK * (abs(s1 + c * k) + 1.0):
-                return False
-        for i in self.f_sq:
-            if g["e"][i] > _cw_SLACK * (g["s2"][i] - g["s1"][i] ** 2 / c):
-                return False
-        return True
-
-    def _row(self, g):
-        if not self._conditioned(g):
-            self._resum(g)
-        c, out = g["c"], list(g["key"])
-        for fn, i in self.plan:
+        rows, slide, m = self.rows, self.slide, len(events)
+        n0 = state["n"]
+        n1 = n0 + m
+        tail, e_first = state["tail"], self._next_eval(n0)
+        # The tail starts at e_first's window (event e_first - rows + 1), so evaluation j (event
+        # e_first + j*slide) has the window positions [j*slide, j*slide + rows) of the concatenation.
+        t = n0 - (e_first - rows)
+        cols = {c: np.concatenate([tail[c], events[f].to_numpy(dt)]) if m else tail[c]
+                for c, (f, dt) in self.cols.items()}
+        # keep what the window of the next evaluation point after this batch can reach (< rows)
+        keep = self._next_eval(n1) - e_first
+        state["n"] = n1
+        state["tail"] = {c: a[keep:].copy() for c, a in cols.items()}
+        if m == 0 or e_first > n1:
+            return self._empty()
+        T = t + m
+        n_eval = (n1 - e_first) // slide + 1
+        codes, G = self._codes(cols, T)
+        # events entering at evaluation j: positions (j*slide + rows - slide, j*slide + rows - 1]
+        # (all of the first window when it is the stream's first evaluation)
+        p0 = 0 if e_first == rows else rows - slide
+        p1 = (n_eval - 1) * slide + rows
+        pos = np.arange(p0, p1)
+        key = np.maximum((pos - rows + slide) // slide, 0) * G + codes[p0:p1]   # (evaluation, group)
+        if len(key) > 1 and (key[1:] > key[:-1]).all():       # slide 1 after the first window
+            last = pos
+        else:                                                # last event of each (evaluation, group)
+            key, first_rev = np.unique(key[::-1], return_index=True)
+            last = p1 - 1 - first_rev
+        j, g = key // G, key % G
+        # events sorted by (group, position); radix sort when the codes fit 16 bits
+        order = np.argsort(codes.astype(np.uint16) if G < 1 << 16 else codes, kind="stable")
+        inv = np.empty(T, np.int64)
+        inv[order] = np.arange(T)
+        hi = inv[last] + 1                       # the group's newest event at evaluation j ends its range
+        lo = np.searchsorted(codes[order] * np.int64(T) + order, g * T + j * slide)
+        out = {f: cols["k:" + f][last] for f in self.group_by}
+        rng = _Ranges(lo, hi, T) if any(fn not in ("COUNT", "MEDIAN") for fn, _, _ in self.aggs) else None
+        xs, done = {}, {}                                     # sorted values and results per field
+        for fn, f, alias in self.aggs:
             if fn == "COUNT":
-                out.append(c)
-            elif fn == "SUM":
-                out.append(g["s1"][i] + c * g["k"][i])
-            elif fn == "AVG":
-                out.append(g["s1"][i] / c + g["k"][i])
-            elif fn in ("MAX", "MIN"):
-                q = g["mq"][i]
-                out.append(self.mono[i][1] * q[2][q[0]])
-            elif fn == "STDEV":
-                s1 = g["s1"][i]
-                out.append(math.sqrt(max(0.0, g["s2"][i] - s1 * s1 / c) / c))
-            else:                                                        # MEDIAN
-                sl = g["md"][i]
-                out.append((sl[(c - 1) // 2] + sl[c // 2]) / 2)
-        return tuple(out)
+                res = hi - lo
+            else:
+                x = xs[f] if f in xs else xs.setdefault(f, cols["v:" + f].take(order))
+                key = ("SUM" if fn == "AVG" else fn, f)           # AVG reuses SUM
+                if key not in done:
+                    done[key] = (rng.sum(x) if key[0] == "SUM" else rng.stdev(x) if fn == "STDEV"
+                                 else _medians(x, lo, hi) if fn == "MEDIAN" else rng.extreme(x, fn.lower()))
+                res = done[key] / (hi - lo) if fn == "AVG" else done[key]
+            out[alias] = res.astype(self.dtypes[alias])        # a copy: columns never share memory
+        out["inputTS"] = events["TS"].to_numpy(np.int64)[j * slide + rows - 1 - t]
+        # a dict in field order, no copy: columns= would cost 0.3 ms per batch
+        return pd.DataFrame({f: out[f] for f in self.fields}, copy=False)
 
-    def _blocks(self, state, events):
-        """Tumbling: each complete block of `rows` events is a window where all groups emit. One
-        groupby (block, group key) per batch; its sorted result is the output order."""
-        rows, have = self.rows, state["n"] % self.rows
-        buf = state["buf"]
-        arrays = {c: np.concatenate([np.asarray(buf[c], dtype=events[c].dtype), events[c].to_numpy()])
-                  for c in self.buf_cols}
-        ts = events["TS"].to_numpy(np.int64)
-        total = have + len(events)
-        done = total - total % rows
-        out = []
-        if done:
-            frame = pd.DataFrame({c: a[:done] for c, a in arrays.items()}, index=pd.RangeIndex(done))
-            block = np.arange(done) // rows
-            grouped = frame.groupby([block] + [frame[c] for c in self.group_by], sort=True)
-            sizes = grouped.size()
-            cols = []
-            for fn, f, _ in self.aggs:
-                s = (sizes if fn == "COUNT" else grouped[f].std(ddof=0) if fn == "STDEV"
-                     else getattr(grouped[f], _cw_PANDAS[fn])())
-                cols.append(s.tolist())
-            trigger = ts[np.arange(rows, done + 1, rows) - have - 1].tolist()
-            for r, k in enumerate(sizes.index.tolist()):
-                k = k if isinstance(k, tuple) else (k,)
-                out.append(k[1:] + tuple(c[r] for c in cols) + (trigger[k[0]],))
-        state["buf"] = {c: a[done:].tolist() for c, a in arrays.items()}
-        state["n"] += len(events)
-        return out
+    def _codes(self, cols, T):
+        """Group code of every event, numbered in group-key order, and the number of groups."""
+        if not self.group_by:
+            return np.zeros(T, np.int64), 1
+        code = None
+        for g in self.group_by:
+            c, u = pd.factorize(cols["k:" + g], sort=True)
+            # lexicographic order of the columns, renumbered so that codes stay below T
+            code, u = (c, u) if code is None else pd.factorize(code * len(u) + c, sort=True)
+        return code.astype(np.int64), len(u)

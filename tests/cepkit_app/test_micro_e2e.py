@@ -27,7 +27,8 @@ def _aggs(prefix: str, functions=AGGS):
 def every_kind() -> Workload:
     """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table (in Spark's memory for q6,
     in a PostgreSQL server the harness starts for q6db): enough rows for every query, small enough
-    to validate in a second."""
+    to validate in a second. The patterns have a key (ID), so their keys run in several groups;
+    three queries are duplicates of others, so the shared plan is checked too."""
     queries = (
         Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
         CountWindowAggregation("q2s", "S1", 60, 1, _aggs("s"), ("ID",)),
@@ -43,6 +44,11 @@ def every_kind() -> Workload:
         *(Pattern(f"q7{c.replace('-', '')}", PatternEvent("a1", "S1"),
                   PatternEvent("a2", "S2", (Comparison("A1", "gt", 60.0),)), 800, c,
                   ("a1.ID", "a1.TS", "a2.A1")) for c in ("all-all", "all-one", "one-all", "one-one")),
+        # Identical to q1, q2s and q7allall but for their ids: computed once, copied to each stream.
+        Filter("q1b", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
+        CountWindowAggregation("q2sb", "S1", 60, 1, _aggs("s"), ("ID",)),
+        Pattern("q7allallb", PatternEvent("a1", "S1"), PatternEvent("a2", "S2", (Comparison("A1", "gt", 60.0),)),
+                800, "all-all", ("a1.ID", "a1.TS", "a2.A1")),
     )
     return Workload("every-kind", "coverage", ("throughput",),
                     Dataset(streams=2, attributes=2, max_id=20, table_rows=20, table_attributes=3, seed=11),

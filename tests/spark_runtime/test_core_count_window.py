@@ -1,13 +1,14 @@
 """The count-window core (spark_runtime/micro_cores/count_window.py) against the reference.
 
-Random streams go through the core in batches of various sizes, with the state JSON-round-tripped
+Random streams go through the core in batches of various sizes, with the state stored and read back
 between calls as a generated program does; the rows must be exactly the reference's
-(validator.micro_reference) under the validator's own comparison, and in the same order.
+(validator.micro_reference) under the validator's own comparison, and in the same order. Every call
+returns a DataFrame with exactly the query's fields and dtypes. Hand-computed cases pin the meaning
+on a few events, and the state must stay bounded by the window however long the stream.
 """
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,8 @@ import pytest
 
 from kit.workload import Aggregate, CountWindowAggregation, output_schema
 from spark_runtime.micro_cores import count_window as CORE
+from spark_runtime.micro_cores import state_codec
+from spark_runtime.micro_cores.state_codec import round_trip
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order
@@ -50,16 +53,27 @@ def _batches(n, how, rng):
     return sizes
 
 
-def _run(core_cls, q, events, how, seed=0):
+def _dtypes(q):
+    return [np.dtype(np.int64) if t in ("int", "long") else np.dtype(np.float64) for t in q["types"]]
+
+
+def _run(core_cls, q, events, how, seed=0, check_state=None):
+    """The core's output over `events` cut into batches, the state round-tripped in between; every
+    call's frame has exactly q's fields with their dtypes (empty frames too)."""
     core = core_cls(q)
-    state = json.loads(json.dumps(core.initial_state()))
-    rows, start = [], 0
+    state = round_trip(core.initial_state())
+    frames, start = [], 0
     for size in _batches(len(events), how, np.random.default_rng(seed)):
-        rows += core.process(state, events.iloc[start:start + size].reset_index(drop=True))
-        state = json.loads(json.dumps(state))
+        out = core.process(state, events.iloc[start:start + size].reset_index(drop=True))
+        assert isinstance(out, pd.DataFrame) and list(out.columns) == q["fields"]
+        assert list(out.dtypes) == _dtypes(q)
+        frames.append(out)
+        state = round_trip(state)
+        if check_state:
+            check_state(state)
         start += size
     assert start == len(events)
-    return pd.DataFrame(rows, columns=q["fields"]) if rows else pd.DataFrame({f: [] for f in q["fields"]})
+    return pd.concat(frames, ignore_index=True)
 
 
 def _check(query, df, how, core_cls=CORE.CountWindowCore):
@@ -115,11 +129,100 @@ def test_constant_group_field_has_zero_stdev():
     _check(q, _random_stream(seed=7, n=1500), 13)
 
 
+@pytest.mark.parametrize("how", ["random", "all"])
 @pytest.mark.parametrize("rows, slide, ids", [(300, 1, 3), (200, 1, 1), (400, 37, 4), (300, 300, 3)])
-def test_long_stream_without_drift(rows, slide, ids):
+def test_long_stream_without_drift(rows, slide, ids, how):
     """Thousands of updates per group, and a level that jumps: running sums must not drift."""
     df = _random_stream(seed=8, n=4000, ids=ids, span_ms=600_000)
     i = np.arange(len(df))
     df["A1"] += np.where((i >= 1000) & (i < 2000), 1e8, 0.0) - np.where(i >= 3000, 1e6, 0.0)
     df.loc[[1500, 2500, 3500], "A1"] = [1e12, -1e11, 1e10]             # spikes that come and go
-    _check(CountWindowAggregation("q", "S1", rows, slide, ALL_FUNCS, ("ID",)), df, "random")
+    _check(CountWindowAggregation("q", "S1", rows, slide, ALL_FUNCS, ("ID",)), df, how)
+
+
+# ---- hand-computed cases ------------------------------------------------------------------------
+
+def _hand(rows, slide, aggs, group_by, ids, a1, how=1):
+    """The core's rows for events with these IDs and A1 values (TS = 10 * event number)."""
+    n = len(ids)
+    ev = pd.DataFrame({"ID": np.asarray(ids, np.int32), "A1": np.asarray(a1, np.float64),
+                       "A2": np.zeros(n), "TS": 10 * np.arange(1, n + 1, dtype=np.int64), "stream": "S1",
+                       "offset": np.arange(n, dtype=np.int64), "ingestTS": np.arange(n, dtype=np.int64)})
+    q = query_literal(CountWindowAggregation("q", "S1", rows, slide, aggs, group_by))
+    return _run(CORE.CountWindowCore, q, ev, how)
+
+
+def _agg(*names):
+    return tuple(Aggregate(f, None if f == "COUNT" else "A1", f.lower()) for f in names)
+
+
+@pytest.mark.parametrize("how", [1, 2, "all"])
+def test_hand_sliding_two_groups(how):
+    """rows 3, slide 1: n=3 emits both groups of events 1..3; then only the newest event's group."""
+    got = _hand(3, 1, _agg("SUM", "COUNT", "STDEV", "MEDIAN"), ("ID",), [1, 2, 1, 2, 1], [1, 2, 4, 8, 16], how)
+    assert got.values.tolist() == [[1, 5.0, 2, 1.5, 2.5, 30],      # events 1, 3
+                                   [2, 2.0, 1, 0.0, 2.0, 30],      # event 2 alone: STDEV exactly 0
+                                   [2, 10.0, 2, 3.0, 5.0, 40],     # events 2, 4
+                                   [1, 20.0, 2, 6.0, 10.0, 50]]    # events 3, 5
+
+
+@pytest.mark.parametrize("how", [1, 3, "all"])
+def test_hand_slide_2_of_rows_3(how):
+    """Evaluations at n = 3, 5, 7; group 3 only leaves the window at n=5, so it emits nothing."""
+    got = _hand(3, 2, _agg("SUM"), ("ID",), [1, 3, 1, 1, 2, 2, 1], [1, 2, 3, 4, 5, 6, 7], how)
+    assert got.values.tolist() == [[1, 4.0, 30], [3, 2.0, 30],      # window 1..3, all entered
+                                   [1, 7.0, 50], [2, 5.0, 50],      # window 3..5, entered 4, 5
+                                   [1, 7.0, 70], [2, 11.0, 70]]     # window 5..7, entered 6, 7
+
+
+@pytest.mark.parametrize("how", [1, 2, 4, "all"])
+def test_hand_tumbling(how):
+    """rows = slide = 3: blocks 1..3 and 4..6 emit every group present; event 7 never closes."""
+    got = _hand(3, 3, _agg("AVG", "MAX", "MIN", "COUNT"), ("ID",), [1, 2, 1, 2, 2, 2, 1], [1, 5, 3, 2, 4, 9, 100], how)
+    assert got.values.tolist() == [[1, 2.0, 3.0, 1.0, 2, 30], [2, 5.0, 5.0, 5.0, 1, 30],
+                                   [2, 5.0, 9.0, 2.0, 3, 60]]
+
+
+def test_hand_median_even_count_and_stdev_one_event():
+    got = _hand(4, 1, _agg("MEDIAN", "STDEV"), (), [1] * 5, [10, 1, 4, 3, 7], 2)
+    assert got["median"].tolist() == [3.5, 3.5]                   # (3 + 4) / 2 twice
+    assert got["stdev"].tolist() == pytest.approx([np.sqrt(11.25), np.sqrt(4.6875)], rel=1e-14)
+    one = _hand(1, 1, _agg("STDEV", "MEDIAN"), ("ID",), [1, 2, 1], [1e8 + 0.1, 3.3, -7.7], 2)
+    assert one["stdev"].tolist() == [0.0, 0.0, 0.0] and one["median"].tolist() == [1e8 + 0.1, 3.3, -7.7]
+
+
+# ---- random inputs against the reference --------------------------------------------------------
+
+MORE_FUNCS = ALL_FUNCS + (Aggregate("STDEV", "A2", "sd2"), Aggregate("MEDIAN", "A2", "md2"),
+                          Aggregate("MAX", "A2", "mx2"), Aggregate("AVG", "A2", "av2"))
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("how", BATCHINGS)
+@pytest.mark.parametrize("rows, slide", [(1, 1), (3, 1), (3, 2), (3, 3), (50, 1), (50, 9), (50, 50), (400, 3)])
+def test_random_against_reference(seed, how, rows, slide):
+    rng = np.random.default_rng(seed)
+    df = _random_stream(seed=seed, n=300, ids=int(rng.choice([1, 4, 40])))
+    group_by = [("ID",), (), ("A2", "ID")][seed % 3]
+    exp = _check(CountWindowAggregation("q", "S1", rows, slide, MORE_FUNCS, group_by), df, how)
+    assert (len(exp) > 0) == (rows <= 300)
+
+
+# ---- bounded state ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows, slide", [(50, 1), (50, 7), (50, 50), (1, 1)])
+def test_state_stays_bounded(rows, slide):
+    """Whatever the stream's length, the state holds at most `rows` events."""
+    df = _random_stream(seed=9, n=6000, ids=20, span_ms=600_000)
+    q = CountWindowAggregation("q", "S1", rows, slide, MORE_FUNCS, ("ID",))
+    sizes = []
+
+    def check(state):
+        arrays = [a for a in state["tail"].values()]
+        assert arrays and all(isinstance(a, np.ndarray) and len(a) <= rows for a in arrays)
+        assert set(state) == {"n", "tail"}
+        sizes.append(len(state_codec.dumps(state)))
+
+    streams = merge_order({"S1": df})
+    _run(CORE.CountWindowCore, query_literal(q), _events(streams["S1"]), 97, check_state=check)
+    assert max(sizes) < 2000 + 60 * rows             # header plus 6 columns of 8 bytes per event

@@ -4,6 +4,7 @@ a tidy, importable program for every engine; a run's output log is validated aga
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -16,8 +17,8 @@ from kit.wire.sink_client import SinkClient
 from kit.config import load_config
 from kit.errors import CepkitError
 from kit.shipped import specs_dir
-from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, TableJoin, output_schema,
-                          read_suite)
+from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, TableJoin, TimeWindowAggregation,
+                          output_schema, read_suite)
 from kit.workload.suite import Dataset, Load, Workload
 from translators.output import write_program
 from kit.engines import ENGINES
@@ -160,6 +161,20 @@ def test_native_time_window_plan_uses_spark_window_for_q3_only():
     assert "'kind': 'time_window'" in core and "A core in the stateful operator" in core
     with pytest.raises(CepkitError, match="time_windows"):
         MicroTranslation(q3, None, time_windows="fast")
+
+
+def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
+    """Two shuffles over the Python source race in Spark 4.3 (specs/TRANSLATION.md): a native Q3
+    beside a core query, or two native Q3s, is refused at translation, naming the way out."""
+    w = next(x for x in read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads if "q3" in x.name)
+    (q3,) = w.queries
+    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
+    q3b = TimeWindowAggregation("q3b", "S1", 4000, 1000, (Aggregate("AVG", "A1", "avgA1"),))
+    for other in (q2, q3b):
+        both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, other)))
+        with pytest.raises(CepkitError, match="2 shuffles over the source"):
+            engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native"))
+        engine_module("pyspark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
