@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -289,15 +290,27 @@ def _bucket(q, buckets: int):
     return F.lit(0)
 
 
+def needed_columns(columns, queries) -> list[str]:
+    """The event columns the cores can read: those a query literal names (a field, a key, a
+    qualified `S1.A1`), `stream` for joins and patterns, plus TS, offset and ingestTS. Every row of
+    the stateful operator crosses a shuffle and the JVM/Python boundary twice, so unread columns
+    are dropped before it (a superset is harmless; a core never sees less than it names)."""
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", json.dumps(list(queries), default=str)))
+    if any(q["kind"] in ("window_join", "pattern") for q in queries):
+        named.add("stream")          # they tell their inputs' events apart by it
+    return [c for c in columns if c in named or c in ("TS", "offset", "ingestTS")]
+
+
 def _stateful(plan: MicroPlan, events, queries, buckets: int):
     """Route each event to every stateful query that reads its stream, then run the processor."""
     stream = F.col("stream") if plan.multi_stream else F.lit("S1")
     routes = F.array(*[F.when(_routed_to(q, stream), F.struct(F.lit(q["id"]).alias("query"),
                                                               _bucket(q, buckets).alias("bucket")))
                        for q in queries])
-    routed = (events.withColumn("stream", stream)
-              .select("*", F.explode(routes).alias("_route"))
+    events = events.withColumn("stream", stream)
+    keep = needed_columns(events.columns, queries)
+    routed = (events.select(*keep, F.explode(routes).alias("_route"))
               .where(F.col("_route").isNotNull())
-              .select("*", "_route.query", "_route.bucket").drop("_route"))
+              .select(*keep, "_route.query", "_route.bucket"))
     return routed.groupBy("query", "bucket").transformWithStateInPandas(
         MicroProcessor(queries, plan.out_columns), plan.output_schema, "Append", "None")

@@ -26,3 +26,13 @@ def test_queries_that_differ_in_anything_but_their_id_are_planned_apart():
     other = dict(one, id="q2b", rows=51)
     same = dict(one, id="q2c")
     assert shared_queries([one, other, same]) == {"q2": ["q2", "q2c"], "q2b": ["q2b"]}
+
+
+def test_the_stateful_operator_gets_only_the_columns_its_cores_name():
+    from spark_runtime.micro_plan import needed_columns
+    cols = ["ID", "A1", "A2", "A3", "TS", "stream", "offset", "ingestTS"]
+    (q2,) = _literals("count-windows", "count-windows-window-sliding-r50-sum")
+    assert needed_columns(cols, [q2]) == ["ID", "A1", "TS", "offset", "ingestTS"]
+    (j1,) = _literals("joins", "joins-j1-window-size-s100")
+    assert needed_columns(cols, [j1]) == ["ID", "A1", "A2", "TS", "stream", "offset", "ingestTS"]
+    assert needed_columns(cols, [q2, j1]) == needed_columns(cols, [j1])
