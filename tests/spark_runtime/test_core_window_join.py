@@ -18,47 +18,10 @@ from validator.compare import compare_stream
 from validator.micro_inputs import merge_order
 from validator.micro_reference import expected_for_query
 
-BATCHINGS = ("one", "seven", "random", "all")
-DTYPES = {"int": "int64", "long": "int64", "double": "float64"}
+from tests.spark_runtime.two_streams import BATCHINGS, DTYPES
+from tests.spark_runtime.two_streams import bounds as _bounds, events_of as _events, inputs as _inputs
+from tests.spark_runtime.two_streams import stream as _stream
 
-
-def _stream(seed, n, ids, span_ms, share_ts=None):
-    rng = np.random.default_rng(seed)
-    ts = rng.integers(0, span_ms, n)
-    if share_ts is not None:                  # half of the timestamps also occur in another stream
-        ts[: n // 2] = rng.choice(share_ts, n // 2)
-    return pd.DataFrame({"ID": rng.integers(1, ids + 1, n).astype(np.int32), "A1": rng.uniform(1, 100, n),
-                         "A2": rng.uniform(1, 100, n), "TS": np.sort(ts).astype(np.int64)})
-
-
-@functools.lru_cache(maxsize=None)
-def _inputs(ids, seed=1):
-    """Streams S1, S2 (with `_pos`) and the merged events; shared by the tests, never modified."""
-    s1 = _stream(seed, 100, ids, 2000)
-    streams = merge_order({"S1": s1, "S2": _stream(seed + 1, 90, ids, 2000, s1["TS"].to_numpy())})
-    return streams, _events(streams)
-
-
-def _events(streams):
-    """What a generated program hands a core: merged by offset, with `stream` and `ingestTS`."""
-    ev = pd.concat([df.assign(stream=name) for name, df in streams.items()], ignore_index=True)
-    ev = ev.rename(columns={"_pos": "offset"}).sort_values("offset", kind="stable").reset_index(drop=True)
-    ev["ingestTS"] = ev["TS"] + 3
-    return ev
-
-
-def _bounds(n, how, seed=0):
-    if how == "all":
-        return [(0, n)]
-    if how in ("one", "seven"):
-        step = 1 if how == "one" else 7
-        return [(a, min(a + step, n)) for a in range(0, n, step)]
-    rng, out, a = np.random.default_rng(seed), [], 0
-    while a < n:                              # sizes 0..40: empty batches included
-        b = min(n, a + int(rng.integers(0, 41)))
-        out.append((a, b))
-        a = b
-    return out
 
 
 def _run(core_cls, q, events, how, seed=0):
