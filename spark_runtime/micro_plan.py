@@ -11,10 +11,13 @@ Each query kind is planned as specs/TRANSLATION.md says:
 - J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
   psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
 - every other kind (count windows, time windows on the core, window joins, patterns): a core of
-  spark_runtime/micro_cores/ in one `transformWithStateInPandas` operator, one group per query.
-  Events are routed to every query reading their stream (a pattern's element predicates are
-  checked on the way, so an event neither element can use never crosses the shuffle) and sorted
-  by the driver's offset inside the group, since a shuffle does not keep row order.
+  spark_runtime/micro_cores/ in one `transformWithStateInPandas` operator, one group per query
+  (per query and key bucket for a pattern with a key). Events are routed to every query reading
+  their stream (a pattern's element predicates are checked on the way, so an event neither
+  element can use never crosses the shuffle) with only the columns the cores name, and sorted by
+  the driver's offset inside the group, since a shuffle does not keep row order.
+
+Identical queries are planned once and their rows copied to every query's output stream.
 """
 
 from __future__ import annotations
