@@ -51,3 +51,18 @@ def bounds(n, how, seed=0):
         out.append((a, b))
         a = b
     return out
+
+
+def assert_reference_rows(query, streams, got, rows_expected=True):
+    """The core's rows `got` are the reference's for `streams`: no row missing, undue or wrong, and
+    in the reference's order with its inputTS (which compare_stream does not look at)."""
+    from kit.workload import output_schema
+    from validator.compare import compare_stream
+    from validator.micro_reference import expected_for_query
+
+    exp = expected_for_query(query, streams, None)
+    res = compare_stream(exp, got, output_schema(query))
+    assert (res.missing, res.undue, res.wrong) == (0, 0, 0), res.incorrect.head(10).to_string()
+    assert len(got) == len(exp)
+    pd.testing.assert_frame_equal(got, exp, check_dtype=False)
+    assert len(exp) > 0 or not rows_expected     # the fixed cases are chosen to produce rows
