@@ -3,11 +3,12 @@
 For each quick suite of kit/specs/suites/ (or --suites), each workload (or the first --per-suite of
 each) gets the sustainable-throughput search of cepkit_app/pipelines/sustainable.py: fixed-rate runs, doubling
 then bisecting the rate, backlog thresholds q^a (steady state) and q^b (abort), a confirming run
-at 90 % of the found rate, validated. Prints one table: suite, workload, parameters, max
-sustainable throughput (events/s, all streams), p50/p99 event-time latency with the number of
-latencies behind them (the p99 with its 95 % interval, or saying it is merely the maximum of too
-few), peak RSS and peak state-store memory of the best sustainable step, and the target of
-issue 17 where it sets one. Every step is validated (`--no-validate-steps` to skip), and the
+at a fraction of the found rate, validated. Prints one table: suite, workload, parameters, max
+sustainable throughput (events/s, all streams), the confirming run's p50/p99 event-time latency
+with the number of latencies behind them (the p99 with its 95 % interval, or saying it is merely
+the maximum of too few) over the whole run and over its steady tail (the last 30 % of the release
+interval, where sustainability is judged: without the start-up catch-up), peak RSS and peak
+state-store memory of the best sustainable step, and the target of issue 17 where it sets one. Every step is validated (`--no-validate-steps` to skip), and the
 confirming run is at `--confirm-fraction` (0.8) of the found rate, so the latencies shown are
 those at 80 % of the maximum. Every step's run directory stays under --runs; a chart of the
 table (max sustainable rate per workload against its target, and throughput against the number
@@ -16,7 +17,9 @@ of queries for the scalability suite) is written beside them as micro_all.png.
 `--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
 way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
 native) to show what it costs against the core plan, `jdbc` the J3 workloads through Spark's JDBC
-source (run.database_join = jdbc) instead of per-batch psycopg lookups.
+source (run.database_join = jdbc) instead of per-batch psycopg lookups, `driver-patterns` the
+patterns with a key on the driver (run.cores = driver) instead of over key buckets in Spark's
+stateful operator.
 
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins ('' for none)] [--per-suite N] [--workloads W1,W2]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
@@ -27,21 +30,26 @@ source (run.database_join = jdbc) instead of per-batch psycopg lookups.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
 from cepkit_app.pipelines.micro_summary import p99_detail
-from cepkit_app.pipelines.sustainable import SearchConfig
+from cepkit_app.pipelines.sustainable import SearchConfig, Step
 from kit.config import load_config
+from kit.errors import CepkitError
 from kit.paths import fresh_path
 from kit.shipped import SUITE_NAMES, suite_path
-from kit.workload import TableJoin, TimeWindowAggregation, read_suite
+from kit.workload import INPUT_TS, Pattern, TableJoin, TimeWindowAggregation, read_suite
+from validator.latency import event_time_latency_ms, latency_stats
 from validator.micro_report import p99_cell
+from validator.outputlog import read_output_log
 
 # name: (suite, settings, which of its workloads)
 VARIANTS = {
@@ -49,6 +57,8 @@ VARIANTS = {
                       lambda w: any(isinstance(q, TimeWindowAggregation) for q in w.queries)),
     "jdbc": ("joins", {"run.database_join": "jdbc"},
              lambda w: any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries)),
+    "driver-patterns": ("patterns", {"run.cores": "driver"},
+                        lambda w: any(isinstance(q, Pattern) and q.key for q in w.queries)),
 }
 
 
@@ -62,6 +72,25 @@ def _target(workload) -> float | None:
     name = workload.queries[0].thesis_name
     name = "J1" if name == "Q5" else name
     return TARGETS.get(name) if workload.query_set.sharing != "identical" else None
+
+
+def steady_latency(step: Step | None, tail_fraction: float) -> dict:
+    """p50/p99 event-time latency of a step's rows triggered in the last `tail_fraction` of its
+    release interval: the steady state the search judges sustainability on, without the start-up
+    catch-up (the first batch pays for Spark's first job, so its events wait seconds)."""
+    if step is None:
+        return {}
+    engine = Path(step.run_dir) / "engine"
+    try:
+        run = json.loads((engine / "run.json").read_text())
+        start, end = run["timings"]["run_start_wall_ms"], run["timings"]["driver_finished_ms"]
+        log = read_output_log(engine / "outputs")
+    except (OSError, KeyError, ValueError, CepkitError):
+        return {}
+    cut = end - (end - start) * tail_fraction
+    lat = [event_time_latency_ms(df[df[INPUT_TS] >= cut]) for df in (log.stream(s) for s in log.streams)]
+    stats = latency_stats(np.concatenate(lat) if lat else np.array([], dtype=np.int64))
+    return {"count": stats.count, "p50": stats.p50_ms, "p99": stats.p99_ms}
 
 
 def draw_chart(rows: list[dict], path: Path) -> Path:
@@ -151,7 +180,8 @@ def main() -> int:
     if starts is None:
         ap.error(f"--start-rate takes EPS, SUITE=EPS or WORKLOAD=EPS, got {args.start_rate}")
     head = ("suite", "workload", "query", "parameters", "max sustainable ev/s", "lowest failing ev/s",
-            "confirmed", "latencies", "p50 ms", "p99 ms (95 % CI)", "peak RSS MiB", "state MiB", "steps", "target")
+            "confirmed", "latencies", "p50 ms", "p99 ms (95 % CI)", "steady p50 / p99 ms (n)", "peak RSS MiB",
+            "state MiB", "steps", "target")
     # Rows are printed as each suite finishes, so a long run shows its table as it goes.
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
@@ -175,17 +205,22 @@ def main() -> int:
         results = run_micro_suite(req, stage=lambda s: print(f"  {s}", file=sys.stderr, flush=True), search=search)
         for w, r in zip(req.selected(), results):
             best = r.best_step()
+            # Latencies are the confirming run's (at --confirm-fraction of the found rate).
+            conf = r.confirm_step()
+            steady = steady_latency(conf, search.tail_fraction)
             streams = len(w.dataset.stream_names)
             # Unconfirmed (the 90 % run fell behind): the best step's rate, marked "no".
             found = r.sustainable_eps if r.sustainable_eps is not None else (best.rate_eps if best else None)
             failing = r.lowest_failing_eps()
-            detail = p99_detail(best)
+            detail = p99_detail(conf)
             cells = (label, w.name, _query_kinds(w), ", ".join(f"{p.name}={p.value}" for p in w.params),
                      _fmt(None if found is None else found * streams, ",.0f"),
                      _fmt(None if failing is None else failing * streams, ",.0f"), "yes" if r.confirmed else "no",
-                     _fmt(detail["latency_count"], ","), _fmt(best.p50_ms if best else None, ","),
-                     p99_cell(best.p99_ms if best else None, detail["latency_count"], detail["p99_ci_low_ms"],
+                     _fmt(detail["latency_count"], ","), _fmt(conf.p50_ms if conf else None, ","),
+                     p99_cell(conf.p99_ms if conf else None, detail["latency_count"], detail["p99_ci_low_ms"],
                               detail["p99_ci_high_ms"], missing="-"),
+                     (f"{_fmt(steady['p50'], ',')} / {_fmt(steady['p99'], ',')} ({steady['count']:,})"
+                      if steady else "-"),
                      _fmt(best.peak_rss_mib if best else None, ",.0f"),
                      _fmt(best.state_mib if best else None, ",.1f"), str(len(r.steps)), _fmt(_target(w), ",.0f"))
             print("| " + " | ".join(cells) + " |", flush=True)

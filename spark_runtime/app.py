@@ -115,10 +115,13 @@ def build_session(app_name: str, master: str | None, shuffle_partitions: int,
     return spark
 
 
-def _check_build_result(result) -> tuple[object, dict[str, list[str]]]:
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
-        raise CepkitError("build(spark, events) must return (DataFrame, {stream: [columns]})")
-    df, streams = result
+def _check_build_result(result) -> tuple[object, dict[str, list[str]], object]:
+    if not (isinstance(result, tuple) and len(result) in (2, 3) and isinstance(result[1], Mapping)):
+        raise CepkitError("build(spark, events) must return (DataFrame, {stream: [columns]}[, stage])")
+    df, streams = result[:2]
+    stage = result[2] if len(result) == 3 else None
+    if stage is not None and not (callable(stage) and callable(getattr(stage, "open", None))):
+        raise CepkitError("build(): the third element must be a batch stage (open(checkpoint), (batch_id, table) -> table)")
     streams = {str(k): [str(c) for c in v] for k, v in streams.items()}
     if not streams:
         raise CepkitError("build(): the stream map is empty")
@@ -129,7 +132,7 @@ def _check_build_result(result) -> tuple[object, dict[str, list[str]]]:
         missing = [c for c in wanted if c not in cols]
         if missing:
             raise CepkitError(f"build(): stream {name}: column(s) {', '.join(missing)} not in the DataFrame")
-    return df, streams
+    return df, streams, stage
 
 
 def split_streams(table: pa.Table, streams: Mapping[str, Sequence[str]]) -> dict[str, pa.Table]:
@@ -175,10 +178,11 @@ class _Batches:
     """The foreachBatch function: sends each stream's rows of a batch to the sink, and times the
     two halves of Spark's addBatch: `collect` (running the batch's plan, the queries' operators and
     Python cores included, and bringing its rows to the driver as Arrow) and `sink` (handing them
-    to the harness)."""
+    to the harness). A batch stage (build's optional third result) turns the collected table into
+    the output rows first, on the driver; its time is part of `collect`."""
 
-    def __init__(self, sink: SinkClient, streams: Mapping[str, Sequence[str]]):
-        self.sink, self.streams = sink, streams
+    def __init__(self, sink: SinkClient, streams: Mapping[str, Sequence[str]], stage=None):
+        self.sink, self.streams, self.stage = sink, streams, stage
         self.count = 0
         self.rows = 0
         self._lock = threading.Lock()
@@ -187,6 +191,8 @@ class _Batches:
     def __call__(self, batch_df, batch_id: int) -> None:
         t0 = time.perf_counter()
         table = batch_df.toArrow()
+        if self.stage is not None:
+            table = self.stage(batch_id, table)
         t1 = time.perf_counter()
         for name, part in split_streams(table, self.streams).items():
             self.sink.emit(name, batch_id, part)
@@ -195,6 +201,9 @@ class _Batches:
         with self._lock:
             self._timings[batch_id] = {"collect": round((t1 - t0) * 1000), "sink": round((t2 - t1) * 1000),
                                        "output_rows": table.num_rows}
+            figures = getattr(self.stage, "state_figures", None)
+            if figures:         # like a stateful operator's: operatorName, memoryUsedBytes, commitTimeMs
+                self._timings[batch_id]["state"] = [dict(figures)]
         self.count += 1
 
     def timings(self, batch_id: int) -> dict:
@@ -245,9 +254,11 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         if args.max_rows_per_batch:
             options["maxRowsPerBatch"] = args.max_rows_per_batch
         events = driver_stream(spark, driver_host, driver_port, **options)
-        df, streams = _check_build_result(build(spark, events))
+        df, streams, stage = _check_build_result(build(spark, events))
+        if stage is not None:
+            stage.open(args.checkpoint)
         sink = SinkClient(sink_host, sink_port)
-        batches = _Batches(sink, streams)
+        batches = _Batches(sink, streams, stage)
         warm_up(spark)
 
         def start():

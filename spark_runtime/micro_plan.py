@@ -35,13 +35,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, NUMPY_OPS, DriverCores
 from spark_runtime.micro_cores import CORES, state_codec
 
+# Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
+# patterns with a key in the stateful operator over key buckets), "driver" (all), "operator" (all).
+CORE_PLANS = ("by-kind", "driver", "operator")
 _STATE_SCHEMA = StructType([StructField("blob", BinaryType())])
 _AGGREGATES = {"SUM": F.sum, "AVG": F.avg, "MAX": F.max, "MIN": F.min, "STDEV": F.stddev_pop,
                "MEDIAN": F.median, "COUNT": lambda c: F.count(F.lit(1))}
-_NUMPY_OPS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
-              "ne": np.not_equal}
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,11 @@ class MicroPlan:
     output_fields: tuple
     multi_stream: bool
     table_path: str | None = None
+    cores: str = "by-kind"
+
+    def __post_init__(self) -> None:
+        if self.cores not in CORE_PLANS:
+            raise ValueError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
 
     @property
     def output_streams(self) -> dict[str, list[str]]:
@@ -87,7 +94,8 @@ def shared_queries(queries) -> dict[str, list[str]]:
 
 
 def build_micro(spark, events, plan: MicroPlan):
-    """The streaming plan: driver events in, one DataFrame with every query's rows out."""
+    """The streaming plan: driver events in, one DataFrame with every query's rows out (and, when
+    cores run on the driver, the events they read, with the foreachBatch stage that runs them)."""
     shared = shared_queries(plan.queries)
     planned = [q for q in plan.queries if q["id"] in shared]
     buckets = 2 * int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -102,8 +110,12 @@ def build_micro(spark, events, plan: MicroPlan):
         elif q["kind"] == "table_join":
             parts.append(_db_table_join(plan, events, q))
     stateful = [q for q in planned if q["kind"] in CORES]
-    if stateful:
-        parts.append(_stateful(plan, events, stateful, buckets))
+    on_driver = [q for q in stateful if plan.cores == "driver" or (plan.cores == "by-kind" and not _keyed(q))]
+    in_operator = [q for q in stateful if q not in on_driver]
+    if in_operator:
+        parts.append(_stateful(plan, events, in_operator, buckets))
+    if on_driver:
+        parts.append(_driver_input(plan, events, on_driver))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part, allowMissingColumns=True)
@@ -112,7 +124,31 @@ def build_micro(spark, events, plan: MicroPlan):
         # Each row of a representative goes to the output stream of every query of its set.
         fan = F.create_map(*[x for rep, ids in copies.items() for x in (F.lit(rep), F.array(*map(F.lit, ids)))])
         out = out.withColumn("stream", F.explode(F.coalesce(fan[F.col("stream")], F.array(F.col("stream")))))
-    return out.select(*plan.out_columns), plan.output_streams
+    if not on_driver:
+        return out.select(*plan.out_columns), plan.output_streams
+    inputs = [c for c in out.columns if c.startswith(INPUT_PREFIX)]
+    stage = DriverCores(on_driver, {q["id"]: shared[q["id"]] for q in on_driver}, plan.out_columns,
+                        [c[len(INPUT_PREFIX):] for c in inputs])
+    return out.select(*plan.out_columns, *inputs), plan.output_streams, stage
+
+
+def _keyed(q) -> bool:
+    return q["kind"] == "pattern" and bool(q.get("key"))
+
+
+def _driver_input(plan: MicroPlan, events, queries):
+    """The events the driver-run cores read, passed through to the collect as rows of stream
+    INPUT_STREAM: their columns prefixed INPUT_PREFIX, the output columns null."""
+    stream = F.col("stream") if plan.multi_stream else F.lit("S1")
+    events = events.withColumn("stream", stream)
+    wanted = F.lit(False)
+    for q in queries:
+        wanted = wanted | _routed_to(q, stream)
+    keep = needed_columns(events.columns, queries)
+    keep += [] if "stream" in keep else ["stream"]        # the driver routes events by it
+    nulls = [F.lit(None).cast(t).alias(n) for n, t in (f.split() for f in plan.output_fields) if n != "stream"]
+    return events.where(wanted).select(F.lit(INPUT_STREAM).alias("stream"), *nulls,
+                                       *[F.col(c).alias(INPUT_PREFIX + c) for c in keep])
 
 
 def _of_stream(plan: MicroPlan, events, stream: str):
@@ -217,7 +253,7 @@ def _db_rows(batches, q, dsn: str):
 
             keep = np.ones(len(joined), dtype=bool)
             for field, op, value in q["where"]:
-                keep &= _NUMPY_OPS[op](column(field).to_numpy(), value)
+                keep &= NUMPY_OPS[op](column(field).to_numpy(), value)
             joined = joined[keep]
             out = pd.DataFrame({out: column(f).to_numpy() for f, out in zip(q["select"], q["fields"])})
             out["inputTS"] = joined["TS"].to_numpy()

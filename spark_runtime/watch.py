@@ -78,6 +78,13 @@ def _batch_records(query, after: int) -> list[dict]:
     return out
 
 
+def _emit_batch(record: dict, batches) -> None:
+    """One `batch` line: Spark's figures, the foreachBatch timings, and the state a batch stage
+    keeps on the driver (reported beside Spark's stateful operators)."""
+    timings = batches.timings(record["batch_id"])
+    emit("batch", **{**record, "state": record["state"] + timings.pop("state", [])}, foreach_batch=timings)
+
+
 def _trigger_active(query) -> bool:
     try:
         return bool(query.status.get("isTriggerActive"))
@@ -178,7 +185,7 @@ def watch(restarter: Restarter, batches, driver: DriverClient, stop_requested: t
             if prog and prog["batch_id"] != last_batch:
                 last_batch, last_batch_change = prog["batch_id"], now
                 for record in _batch_records(query, last_recorded):
-                    emit("batch", **record, foreach_batch=batches.timings(record["batch_id"]))
+                    _emit_batch(record, batches)
                     last_recorded = record["batch_id"]
                 if now - last_printed >= PROGRESS_EVERY_S:
                     emit("progress", **prog)
@@ -199,7 +206,7 @@ def watch(restarter: Restarter, batches, driver: DriverClient, stop_requested: t
             if done and now - last_batch_change >= QUIET_S and not _trigger_active(query):
                 stop_between_batches(query)
                 for record in _batch_records(query, last_recorded):
-                    emit("batch", **record, foreach_batch=batches.timings(record["batch_id"]))
+                    _emit_batch(record, batches)
                 emit("finished", batches=batches.count, output_rows=batches.rows,
                       end_offset=prog["end_offset"], last_batch_id=prog["batch_id"])
                 return 0

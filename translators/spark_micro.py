@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
-from kit.config import DATABASE_JOIN_PLANS, TIME_WINDOW_PLANS
+from kit.config import DATABASE_JOIN_PLANS, CORE_PLANS, TIME_WINDOW_PLANS
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
 from kit.outputlog import INGEST_TS
@@ -39,6 +39,7 @@ class MicroTranslation:
     source_sha256: str = ""
     time_windows: str = "core"
     database_join: str = "lookup"
+    cores: str = "by-kind"
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, Workload):
@@ -48,12 +49,15 @@ class MicroTranslation:
         if self.database_join not in DATABASE_JOIN_PLANS:
             raise CepkitError(f"database_join: must be one of {', '.join(DATABASE_JOIN_PLANS)}, "
                               f"got {self.database_join!r}")
+        if self.cores not in CORE_PLANS:
+            raise CepkitError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
         if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
             raise CepkitError(f"{self.table_path}: the join table must be a Parquet file for the PySpark translation")
 
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
-                   time_windows: str = "core", database_join: str = "lookup") -> "MicroTranslation":
+                   time_windows: str = "core", database_join: str = "lookup",
+                   cores: str = "by-kind") -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
         spec = read_spec(spec_xml)
@@ -69,7 +73,8 @@ class MicroTranslation:
             raise CepkitError(f"{spec_xml}: not a workload or suite spec")
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
-                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join)
+                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join,
+                   cores)
 
 
 def table_of(dataset_dir: Path) -> Path | None:
@@ -99,8 +104,8 @@ def translate_micro(req: MicroTranslation) -> str:
             q["kind"] = "native_time_window"
         if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
             q["kind"] = "jdbc_table_join"
-    shuffles = sum(q["kind"] == "native_time_window" for q in literals) + any(q["kind"] in STATEFUL_KINDS
-                                                                              for q in literals)
+    shuffles = sum(q["kind"] == "native_time_window" for q in literals) + any(
+        q["kind"] in STATEFUL_KINDS and not on_driver(q, req.cores) for q in literals)
     if shuffles > 1:
         # Spark 4.3 plans the input partitions of each shuffle over the Python source from its own
         # thread, over one worker socket; two at once corrupt the stream (specs/TRANSLATION.md).
@@ -111,20 +116,29 @@ def translate_micro(req: MicroTranslation) -> str:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
-                  source_sha256=req.source_sha256 or "-" * 16, queries=literals, plan_lines=plan_lines(literals),
+                  source_sha256=req.source_sha256 or "-" * 16, queries=literals, plan_lines=plan_lines(literals, req.cores),
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,
-                  output_fields=tuple(output_fields(literals)))
+                  output_fields=tuple(output_fields(literals)), cores=req.cores)
 
 
-def plan_lines(literals: list[dict]) -> list[str]:
+def on_driver(q: dict, cores: str) -> bool:
+    """Whether a stateful query's core runs on the driver (spark_runtime/driver_cores.py): every
+    core with run.cores = "driver"; with "by-kind", a whole-stream query (every stateful kind but a
+    pattern with a key, whose keys run over buckets in the operator)."""
+    keyed = q["kind"] == "pattern" and bool(q.get("key"))
+    return q["kind"] in STATEFUL_KINDS and (cores == "driver" or (cores == "by-kind" and not keyed))
+
+
+def plan_lines(literals: list[dict], cores: str = "operator") -> list[str]:
     """How each query is planned, for the program's docstring (spark_runtime/micro_plan.py)."""
     groups = (("Plain DataFrame operators", ("filter", "native_time_window")),
               ("Stream-static joins with the table", ("jdbc_table_join", "memory_table_join")),
               ("Per-batch key lookups in PostgreSQL (J3)", ("table_join",)),
-              ("A core in the stateful operator", tuple(STATEFUL_KINDS)))
-    kinds = [("memory_table_join" if q["kind"] == "table_join" and q["storage"] == "memory" else q["kind"])
-             for q in literals]
+              ("A core in the stateful operator", tuple(STATEFUL_KINDS)),
+              ("A core run on the driver once per micro-batch", ("driver_core",)))
+    kinds = [("memory_table_join" if q["kind"] == "table_join" and q["storage"] == "memory"
+              else "driver_core" if on_driver(q, cores) else q["kind"]) for q in literals]
     out = []
     for title, group in groups:
         ids = [f"{q['id']} ({q['kind']})" for q, k in zip(literals, kinds) if k in group]

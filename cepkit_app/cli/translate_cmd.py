@@ -77,7 +77,8 @@ def run_micro(args: argparse.Namespace) -> int:
     engine = config.run.engine
     req = MicroTranslation.from_files(shipped_suite_file(args.spec), Path(args.data) if args.data else None,
                                       args.workload, time_windows=config.run.time_windows,
-                                      database_join=config.run.database_join)
+                                      database_join=config.run.database_join,
+                                      cores=config.run.cores)
     text = engine_module(engine).translate_micro(req)
     n = len(req.workload.queries)
     return _write(args, config, text, f"micro-{engine}-{req.workload.name}.py",

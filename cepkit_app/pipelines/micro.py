@@ -94,7 +94,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     ds = generate_micro(wcfg.micro, wdir / "data", config_toml=wcfg.to_toml())
     spec_path = write_spec(workload, wdir / "workload.xml")
     translation = MicroTranslation.from_files(spec_path, ds.directory, time_windows=cfg.run.time_windows,
-                                              database_join=cfg.run.database_join)
+                                              database_join=cfg.run.database_join,
+                                              cores=cfg.run.cores)
     try:
         text = engine_module(cfg.run.engine).translate_micro(translation)
     except CepkitError as e:     # a kind this engine cannot run yet: say so, go on with the suite

@@ -104,6 +104,11 @@ class SearchResult:
             ok = [s for s in ok if s.rate_eps <= self.sustainable_eps]
         return max(ok, key=lambda s: s.rate_eps) if ok else None
 
+    def confirm_step(self) -> Step | None:
+        """The confirming run that kept up (at confirm_fraction of the found rate), or None."""
+        done = [s for s in self.steps if s.purpose == "confirm" and s.sustainable]
+        return done[-1] if done else None
+
     def lowest_failing_eps(self) -> float | None:
         """The lowest rate found unsustainable (None: every rate tried was sustainable)."""
         failed = [s.rate_eps for s in self.steps if not s.sustainable]

@@ -136,6 +136,7 @@ PLANS = ("shared", "per-strategy")
 # J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
 TIME_WINDOW_PLANS = ("core", "native")
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
+CORE_PLANS = ("by-kind", "driver", "operator")
 STAMPS = ("scheduled", "send")
 # How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
 # `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
@@ -174,6 +175,11 @@ class RunConfig:
     # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
     # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
     database_join: str = "lookup"
+    # Where the microbenchmark cores run (specs/TRANSLATION.md): "by-kind" (whole-stream queries,
+    # i.e. count windows, time windows, window joins and patterns without a key, on the driver once
+    # per micro-batch; patterns with a key in Spark's stateful operator, over key buckets), "driver"
+    # (every core on the driver) or "operator" (every core in transformWithStateInPandas).
+    cores: str = "by-kind"
     max_backlog_s: float = 30.0
     backlog_grace_s: float = 5.0
     startup_timeout_s: float = 240.0
@@ -208,6 +214,7 @@ class RunConfig:
         choice(self, "plan", PLANS)
         choice(self, "time_windows", TIME_WINDOW_PLANS)
         choice(self, "database_join", DATABASE_JOIN_PLANS)
+        choice(self, "cores", CORE_PLANS)
         choice(self, "stamp", STAMPS)
         choice(self, "replay", REPLAYS)
         need((self.replay == "constant") == (self.replay_rate_eps is not None), "replay_rate_eps",

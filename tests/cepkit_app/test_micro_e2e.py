@@ -73,9 +73,12 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     return proc, run_dir
 
 
+@pytest.mark.parametrize("cores", ["driver", "operator"])
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_every_query_kind_matches_the_reference_on_the_engine(engine, tmp_path):
-    proc, run_dir = run_micro(every_kind(), engine, tmp_path)
+def test_every_query_kind_matches_the_reference_on_the_engine(engine, cores, tmp_path):
+    """Every core on the driver, and every core in Spark's stateful operator (the default,
+    "by-kind", mixes the two and runs in tests/cepkit_app/test_micro_suites.py)."""
+    proc, run_dir = run_micro(every_kind(), engine, tmp_path, f"run.cores={cores!r}")
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"
@@ -84,6 +87,8 @@ def test_every_query_kind_matches_the_reference_on_the_engine(engine, tmp_path):
     assert "PASSED" in proc.stderr and "summary:" in proc.stderr
     assert "PostgreSQL on 127.0.0.1" in proc.stderr
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
+    states = run_dir / "every-kind" / "engine" / "checkpoint" / "driver-cores"
+    assert states.is_dir() == (cores == "driver")
 
 
 def database_joins() -> Workload:

@@ -158,9 +158,13 @@ def test_native_time_window_plan_uses_spark_window_for_q3_only():
     paned = engine_module("pyspark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
     assert "'kind': 'time_window'" in paned and "native" not in paned        # Q4 keeps its paned plan
     core = engine_module("pyspark").translate_micro(MicroTranslation(q3, None))
-    assert "'kind': 'time_window'" in core and "A core in the stateful operator" in core
+    assert "'kind': 'time_window'" in core and "A core run on the driver" in core
+    operator = engine_module("pyspark").translate_micro(MicroTranslation(q3, None, cores="operator"))
+    assert "A core in the stateful operator" in operator and "CORES_PLAN = \"operator\"" in operator
     with pytest.raises(CepkitError, match="time_windows"):
         MicroTranslation(q3, None, time_windows="fast")
+    with pytest.raises(CepkitError, match="cores"):
+        MicroTranslation(q3, None, cores="gpu")
 
 
 def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
@@ -173,8 +177,12 @@ def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
     for other in (q2, q3b):
         both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, other)))
         with pytest.raises(CepkitError, match="2 shuffles over the source"):
-            engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native"))
+            engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native",
+                                                                      cores="operator"))
         engine_module("pyspark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
+    # A core on the driver shuffles nothing, so a native window beside it is allowed.
+    both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, q2)))
+    engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native"))
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
@@ -223,3 +231,24 @@ def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
         assert routed(window) == [("S1", 5.0), ("S1", 50.0), ("S1", 95.0)]
     finally:
         spark.stop()
+
+
+def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
+    """by-kind: a count window on the driver, a keyed pattern in the operator; driver and operator
+    move both (specs/TRANSLATION.md, "Where a core runs")."""
+    from kit.workload import Pattern, PatternEvent
+    from translators.spark_micro import on_driver
+
+    w = next(x for x in read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads if "q3" in x.name)
+    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
+    q7 = Pattern("q7", PatternEvent("a1", "S1"), PatternEvent("a2", "S1"), 1000, "all-all", ("a1.ID", "a2.A1"), key="ID")
+    literals = {q.id: query_literal(q) for q in (q2, q7)}
+    want = {"by-kind": {"q2": True, "q7": False}, "driver": {"q2": True, "q7": True},
+            "operator": {"q2": False, "q7": False}}
+    both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7)))
+    for plan, where in want.items():
+        assert {qid: on_driver(lit, plan) for qid, lit in literals.items()} == where
+        program = engine_module("pyspark").translate_micro(MicroTranslation(both, None, cores=plan))
+        assert f'CORES_PLAN = "{plan}"' in program
+        assert ("A core run on the driver" in program) == any(where.values())
+        assert ("A core in the stateful operator" in program) == (not all(where.values()))
