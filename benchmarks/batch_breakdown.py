@@ -54,8 +54,9 @@ def main() -> int:
         if commits:
             last = group[-1]["state"]
             print(f"  {'state commit':>16}: mean {np.mean(commits):8.1f} ms; at the end "
-                  + ", ".join(f"{op['operatorName']}: {op['numRowsTotal']:,} rows, "
-                              f"{(op['memoryUsedBytes'] or 0) / 2**20:,.1f} MiB" for op in last))
+                  + ", ".join(f"{op['operatorName']}: "
+                              + (f"{op['numRowsTotal']:,} rows, " if op.get("numRowsTotal") is not None else "")
+                              + f"{(op.get('memoryUsedBytes') or 0) / 2**20:,.2f} MiB" for op in last))
     return 0
 
 
