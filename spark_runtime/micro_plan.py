@@ -11,8 +11,11 @@ Each query kind is planned as specs/TRANSLATION.md says:
 - J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
   psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
 - every other kind (count windows, time windows on the core, window joins, patterns): a core of
-  spark_runtime/micro_cores/ in one `transformWithStateInPandas` operator, one group per query
-  (per query and key bucket for a pattern with a key). Events are routed to every query reading
+  spark_runtime/micro_cores/, run where `MicroPlan.cores` says: on the driver once per micro-batch
+  (spark_runtime/driver_cores.py; the events it reads pass through to the collect), or in one
+  `transformWithStateInPandas` operator, one group per query (per query and key bucket for a
+  pattern with a key). "by-kind" puts whole-stream queries on the driver, keyed patterns in the
+  operator. Events are routed to every query reading
   their stream (a pattern's element predicates are checked on the way, so an event neither
   element can use never crosses the shuffle) with only the columns the cores name, and sorted by
   the driver's offset inside the group, since a shuffle does not keep row order.

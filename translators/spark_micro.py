@@ -3,8 +3,8 @@
 `translate_micro(MicroTranslation)` writes one program per workload (templates/pyspark_micro.py.j2):
 the workload's query literals (translators/micro_literal.py) as data, and the wiring to the Spark
 runtime's plan (spark_runtime/micro_plan.py): filters and table joins as DataFrame operators, every
-other kind as a core (spark_runtime/micro_cores/) inside one `transformWithStateInPandas` operator
-with a group per query. The translator decides each query's plan (`kind`: Q3 on Spark's window(),
+other kind as a core (spark_runtime/micro_cores/) on the driver or inside one
+`transformWithStateInPandas` operator (run.cores). The translator decides each query's plan (`kind`: Q3 on Spark's window(),
 J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it is.
 """
 
