@@ -54,6 +54,20 @@ def routed(q, events: pd.DataFrame) -> np.ndarray:
     return keep
 
 
+def output_rows(q, out, events: pd.DataFrame, out_columns) -> pd.DataFrame:
+    """A core's result for query q as rows of the output row type: `stream` = q's id, `ingestTS` of
+    the triggering event (the row's inputTS names it, and TS is unique enough for a latency stamp:
+    the latest ingest of the batch's events with that TS), other queries' columns null. Both plans
+    use it (here and micro_plan.MicroProcessor)."""
+    frame = out if isinstance(out, pd.DataFrame) else pd.DataFrame.from_records(out, columns=q["fields"])
+    frame["stream"] = q["id"]
+    frame["ingestTS"] = frame["inputTS"].map(events.groupby("TS")["ingestTS"].max()).astype("Int64")
+    for column in out_columns:
+        if column not in frame:
+            frame[column] = None        # another query's column: null, whatever its type
+    return frame[list(out_columns)]
+
+
 class DriverCores:
     """The foreachBatch stage of the driver-run cores: `(batch_id, table) -> table` where the input
     table holds the batch's output rows plus the pass-through events, and the result the output
@@ -88,7 +102,9 @@ class DriverCores:
         is_input = pc.equal(stream, INPUT_STREAM)
         rows = table.filter(pc.invert(is_input)).select(self.out_columns)
         events = table.filter(is_input).select([INPUT_PREFIX + c for c in self.input_columns])
-        events = events.rename_columns(self.input_columns).to_pandas()
+        # A shuffle-free plan keeps the source's order, but the cores' contract is offset order.
+        events = events.rename_columns(self.input_columns).to_pandas().sort_values("offset", kind="stable",
+                                                                                   ignore_index=True)
         states = self._states_before(batch_id)
         self._batch = None      # the cores change the states in place: a retry must read the file
         frames = [self._rows(qid, states[qid], events) for qid in self.queries]
@@ -102,18 +118,11 @@ class DriverCores:
 
     def _rows(self, qid: str, state: dict, events: pd.DataFrame) -> pd.DataFrame:
         q, core = self.queries[qid], self.cores[qid]
-        mine = events[routed(q, events)]
-        mine = mine.sort_values("offset", kind="stable", ignore_index=True)
+        mine = events[routed(q, events)].reset_index(drop=True)
         out = core.process(state, mine)
         if not len(out):
             return pd.DataFrame(columns=self.out_columns)
-        frame = out if isinstance(out, pd.DataFrame) else pd.DataFrame.from_records(out, columns=q["fields"])
-        # ingestTS of the triggering event, as in the operator plan (micro_plan.MicroProcessor).
-        ingest = mine.groupby("TS")["ingestTS"].max()
-        frame["ingestTS"] = frame["inputTS"].map(ingest).astype("Int64")
-        for column in self.out_columns:
-            if column not in frame:
-                frame[column] = None
+        frame = output_rows(q, out, mine, self.out_columns)
         ids = self.copies.get(qid, [qid])
         frame = frame.loc[np.tile(np.arange(len(frame)), len(ids))].reset_index(drop=True)
         frame["stream"] = np.repeat(np.array(ids, dtype=object), len(out))

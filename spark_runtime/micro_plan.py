@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, NUMPY_OPS, DriverCores
+from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, NUMPY_OPS, DriverCores, output_rows
 from spark_runtime.micro_cores import CORES, state_codec
 
 # Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
@@ -296,16 +296,7 @@ class MicroProcessor(StatefulProcessor):
         out = core.process(state, events)
         self.state.update((state_codec.dumps(state),))
         if len(out):
-            frame = out if isinstance(out, pd.DataFrame) else pd.DataFrame.from_records(out, columns=q["fields"])
-            frame["stream"] = qid
-            # ingestTS of the triggering event: the row's inputTS names it, and TS is unique enough
-            # for a latency stamp (the latest ingest of the events with that TS in this batch).
-            ingest = events.groupby("TS")["ingestTS"].max()
-            frame["ingestTS"] = frame["inputTS"].map(ingest).astype("Int64")
-            for column in self.out_columns:
-                if column not in frame:
-                    frame[column] = None        # another query's column: null, whatever its type
-            yield frame[self.out_columns]
+            yield output_rows(q, out, events, self.out_columns)
 
     def close(self) -> None:
         pass
