@@ -161,9 +161,12 @@ def test_main_restores_the_sigterm_handler():
 
 def _start_long_generation(out: Path) -> subprocess.Popen:
     # SF 11 (10,000 ticks/s) for 10 simulated hours: minutes of work, so the signal lands mid-way.
+    # SIGINT back to its default in the child: a shell that starts the tests in the background
+    # leaves it ignored, Python then keeps it ignored, and the generation would run to its end.
     return subprocess.Popen([sys.executable, "-m", "cepkit_app.cli", "datagen", "pairs", "--sf", "11",
                              "--set", "pairs.rate.duration_s=36000", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_staging(parent: Path, proc: subprocess.Popen) -> str:
