@@ -2,12 +2,14 @@
 
 Reads the `batch` events the program printed (logs/engine.stdout.jsonl, specs/ENGINE_RUN.md) and
 prints, over the batches with input (and separately the first few, which pay start-up costs):
-batch count, rows per batch, and the mean and p90 of each of Spark's durationMs components
+batch count, events per batch (and the source's rows, when its partitions turn events into fewer
+rows, as the Pairs plan's partial aggregates do), and the mean and p90 of each of Spark's durationMs components
 (latestOffset, getBatch, queryPlanning, addBatch — the query's actual work, including the
 foreachBatch sink —, walCommit, commitOffsets, triggerExecution), addBatch's two halves as the
 program timed them (collect: running the plan, operators and Python cores, rows to the driver;
-sink: handing the rows to the harness), plus the stateful operators' commit time and state size
-at the end.
+sink: handing the rows to the harness), plus the stateful operators' update time (the state
+API calls and the processor's own work), RocksDB load and changelog-write times, commit time and
+state size at the end (all summed over the operator's tasks).
 
     .venv/bin/python benchmarks/batch_breakdown.py RUN/engine [--skip 3]
 """
@@ -24,6 +26,13 @@ import numpy as np
 PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 
 
+def _events(batch: dict) -> int:
+    """Driver events of a batch (its offsets; Spark's input rows in records from before they were
+    kept, which equal them unless the source transforms its partitions)."""
+    n = batch.get("events")
+    return int(n if n is not None else batch.get("input_rows") or 0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("engine_dir", help="a harness run directory (holds logs/engine.stdout.jsonl)")
@@ -34,14 +43,16 @@ def main() -> int:
         events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as e:
         sys.exit(f"{path}: cannot read: {e}")
-    batches = [e for e in events if e.get("event") == "batch" and (e.get("input_rows") or 0) > 0]
+    batches = [e for e in events if e.get("event") == "batch" and _events(e) > 0]
     if not batches:
         sys.exit(f"{path}: no batch with input recorded")
     for title, group in (("start-up", batches[:args.skip]), ("steady", batches[args.skip:])):
         if not group:
             continue
-        rows = np.array([b["input_rows"] for b in group])
-        print(f"{title}: {len(group)} batches, {rows.mean():,.0f} rows/batch (max {rows.max():,})")
+        n = np.array([_events(b) for b in group])
+        rows = np.array([b.get("input_rows") or 0 for b in group])
+        also = f"; the source made {rows.mean():,.0f} rows of them" if (rows != n).any() else ""
+        print(f"{title}: {len(group)} batches, {n.mean():,.0f} events/batch (max {n.max():,}){also}")
         for part in PARTS:
             ms = np.array([b["durations_ms"].get(part, 0) for b in group], dtype=float)
             print(f"  {part:>16}: mean {ms.mean():8.1f} ms   p90 {np.percentile(ms, 90):8.1f} ms")
@@ -50,7 +61,16 @@ def main() -> int:
             if np.isfinite(ms).any():
                 print(f"  {'addBatch ' + part:>16}: mean {np.nanmean(ms):8.1f} ms   "
                       f"p90 {np.nanpercentile(ms, 90):8.1f} ms")
-        commits = [sum(op.get("commitTimeMs") or 0 for op in b["state"]) for b in group if b["state"]]
+        stateful = [b for b in group if b["state"]]
+        for label, key, custom in (("state updates", "allUpdatesTimeMs", False),
+                                   ("state load", "rocksdbLoadLatencyMs", True),
+                                   ("changelog write", "rocksdbChangeLogWriterCommitLatencyMs", True)):
+            ms = [sum(((op.get("customMetrics") or {}) if custom else op).get(key) or 0 for op in b["state"])
+                  for b in stateful]
+            if any(ms):     # summed over the operator's partitions (tasks), which may run in parallel
+                print(f"  {label:>16}: mean {np.mean(ms):8.1f} ms   p90 {np.percentile(ms, 90):8.1f} ms "
+                      "(all tasks)")
+        commits = [sum(op.get("commitTimeMs") or 0 for op in b["state"]) for b in stateful]
         if commits:
             last = group[-1]["state"]
             print(f"  {'state commit':>16}: mean {np.mean(commits):8.1f} ms; at the end "

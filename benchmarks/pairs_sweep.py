@@ -1,21 +1,29 @@
-"""Pairs scalability sweep on PySpark: quick-profile runs at SF 1, 2, 4, 8, ... in both plan modes.
+"""Pairs scalability sweep on PySpark: quick-profile runs at rising scale factors for each plan,
+written up as a page with the table and charts (validator/sweep_page.py).
 
-For each plan mode the scale factor doubles until the run's p99 latency passes 2 s, the run is
-stopped as unsustainable (backlog above q^b), or --max-sf is reached. Each run is a full
-`cepkit pairs` pipeline (fresh data, strategies, program, run, validation) in its own directory
-under --runs. Prints one table: SF, mean/peak input rate, strategies, p50/p99 event-time latency
-(Indicator and MarketOrder rows in the measurement interval) with the number of latencies behind
-them, the MarketOrder p99 with its order count, pscore, CPU, RSS, verdict. A p99 shows its 95 %
-interval and says when it is merely the maximum of too few values (validator.order_stats).
+For each plan the runs go through --sfs in order (by default 1, 2, 4, then Table A.1's market
+boundaries 10 and 11, then doubling to 512, with 384 between 256 and 512) until a run's MarketOrder
+p99 passes --stop-ms, the run is stopped as unsustainable (backlog above q^b), it fails, or the
+list ends. Each run is a full `cepkit pairs` pipeline (fresh data and strategies, program, run,
+validation) in its own directory under --runs. After every run the sweep rewrites
+RUNS/points.jsonl (one line a run, so an interrupted sweep keeps what it measured),
+RUNS/sweep.html (+ sweep.json, figures/) and prints the table so far.
 
-    .venv/bin/python benchmarks/pairs_sweep.py [--plans shared,per-strategy] [--max-sf 64]
-           [--runs runs/sweep] [--per-strategy-limit N | --strategy-limit N] [--set KEY=VALUE ...]
+--include FILE[=LABEL] adds the points of another sweep (its points.jsonl, or the JSON lines an
+older version of this script printed) as series LABEL, e.g. a sweep run on an older checkout of
+the kit: `--include runs/sweep-old/points.jsonl="shared (landed 032e424)"`.
+
+    .venv/bin/python benchmarks/pairs_sweep.py [--plans keyed,shared,per-strategy] [--sfs 1,2,4,...]
+           [--runs runs/sweep] [--per-strategy-limit 25] [--include FILE=LABEL] [--set KEY=VALUE ...]
+
+Run it alone on the machine: on 2 cores another Spark job or test run skews every figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,18 +31,21 @@ from pathlib import Path
 import numpy as np
 
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
+from kit.atomic import atomic_write
 from kit.config import load_config
+from kit.errors import CepkitError
 from kit.jsonfile import read_json_object
 from kit.manifest import load_manifest
 from kit.paths import fresh_path
 from kit.profiles import RateProfile
 from kit.shipped import config_path
-from validator.latency import (LatencyStats, Pscore, event_time_latency_ms, latency_stats,
-                               measurement_mask)
+from validator.latency import LatencyStats, Pscore, event_time_latency_ms, latency_stats, measurement_mask
 from validator.order_stats import percentile_text
 from validator.outputlog import read_output_log
+from validator.sweep_page import SweepPoint, write_sweep_page
 
-P99_LIMIT_MS = 2000.0
+DEFAULT_SFS = "1,2,4,10,11,16,32,64,128,256,384,512"
+STOP_MS = 2000.0
 
 
 def _latency(run_dir: Path, profile: RateProfile) -> LatencyStats | None:
@@ -50,14 +61,23 @@ def _latency(run_dir: Path, profile: RateProfile) -> LatencyStats | None:
     return latency_stats(values) if len(values) else None
 
 
-def _order_p99(run_dir: Path) -> str | None:
-    """The pscore's MarketOrder p99 with its order count and interval, from the validation summary."""
+def _order_p99(run_dir: Path) -> tuple[int | None, str | None]:
+    """The pscore's MarketOrder p99: its order count and its text with the 95 % interval."""
     path = run_dir / "report" / "summary.json"
     pscore = read_json_object(path).get("pscore") if path.exists() else None
     if pscore is None:
-        return None
+        return None, None
     p = Pscore(**pscore).p99
-    return f"{p.n:,} orders: {percentile_text(p, unit='', short=True)}"
+    return p.n, f"{p.n:,} orders: {percentile_text(p, unit='', short=True)}"
+
+
+def _version() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
@@ -73,54 +93,100 @@ def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | N
     eng = outcome.engine
     strategies = (run_dir / "strategies.xml").read_text().count("<PairsStrategy ")
     stats = _latency(run_dir, profile) if outcome.status != "failed" else None
-    p50, p99 = (None, None) if stats is None else (stats.p50_ms, stats.p99_ms)
-    return {"sf": sf, "plan": plan, "mean_eps": manifest.get("total_rows") / duration_s,
-            "peak_eps": manifest.get("scale")["peak_rate_eps"], "strategies": strategies, "p50_ms": p50, "p99_ms": p99,
+    orders, order_text = _order_p99(run_dir)
+    return {"series": plan, "sf": sf, "plan": plan, "mean_eps": manifest.get("total_rows") / duration_s,
+            "peak_eps": manifest.get("scale")["peak_rate_eps"], "strategies": strategies,
+            "p50_ms": None if stats is None else stats.p50_ms,
             "latencies": None if stats is None else stats.count,
             "p99": None if stats is None else percentile_text(stats.percentile("p99"), unit="", short=True),
-            "order_p99_ms": outcome.p99_ms, "order_p99": _order_p99(run_dir), "pscore": outcome.pscore,
-            "cpu": eng.mean_cpu_percent,
-            "rss_mib": (eng.peak_rss_bytes or 0) / 2**20, "status": outcome.status, "verdict": outcome.verdict,
-            "wall_s": time.time() - started, "run": str(run_dir)}
+            "order_p99_ms": outcome.p99_ms, "orders": orders, "order_p99_text": order_text,
+            "pscore": outcome.pscore, "cores": None if eng.mean_cpu_percent is None else eng.mean_cpu_percent / 100,
+            "peak_rss_mib": (eng.peak_rss_bytes or 0) / 2**20, "status": outcome.status,
+            "verdict": outcome.verdict, "wall_s": time.time() - started, "run": str(run_dir)}
+
+
+def read_points(path: Path, label: str | None) -> list[dict]:
+    """Points of another sweep: JSON lines, each a run's dict (this script's, or an older one's)."""
+    out = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise CepkitError(f"{path}: cannot read: {e.strerror}") from None
+    for i, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue            # an older script printed its progress lines around the JSON
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise CepkitError(f"{path}:{i}: not JSON: {e}") from None
+        if "sf" not in row:
+            continue
+        row["series"] = label or row.get("series") or row.get("plan", "?")
+        row.setdefault("cores", row["cpu"] / 100 if row.get("cpu") is not None else None)
+        row.setdefault("peak_rss_mib", row.get("rss_mib"))
+        row.setdefault("order_p99_text", row.get("order_p99"))
+        out.append(row)
+    return out
 
 
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plans", default="shared,per-strategy")
-    ap.add_argument("--max-sf", type=int, default=64)
-    ap.add_argument("--runs", default="runs/sweep")
-    ap.add_argument("--per-strategy-limit", type=int, default=None,
-                    help="keep only the first N strategies in per-strategy runs (default: all)")
-    ap.add_argument("--strategy-limit", type=int, default=None,
-                    help="keep only the first N strategies in every run (both plans: a like-for-like comparison)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[])
-    args = ap.parse_args()
-    runs = Path(args.runs)
-    rows = []
-    for plan in args.plans.split(","):
-        sf = 1
-        while sf <= args.max_sf:
-            limit = args.strategy_limit or (args.per_strategy_limit if plan == "per-strategy" else None)
-            row = one_run(args.overrides, sf, plan, runs, limit)
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-            if row["status"] != "completed" or (row["p99_ms"] or 0) > P99_LIMIT_MS:
-                break
-            sf *= 2
-    head = ("plan", "SF", "in ev/s (mean/peak)", "strategies", "latencies", "p50 ms", "p99 ms (95 % CI)",
-            "order p99 ms (95 % CI)", "pscore", "CPU %", "RSS MiB", "run", "verdict")
+def print_table(rows: list[dict]) -> None:
+    head = ("series", "SF", "in ev/s (mean/peak)", "strategies", "order p99 ms (95 % CI)", "pscore", "cores",
+            "RSS MiB", "status", "verdict")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
-        print(f"| {r['plan']} | {r['sf']} | {r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
-              f"{_fmt(r['latencies'], ',')} | {_fmt(r['p50_ms'], ',.0f')} | {r['p99'] or '-'} | "
-              f"{r['order_p99'] or _fmt(r['order_p99_ms'], ',.0f')} | "
-              f"{_fmt(r['pscore'], '.2f')} | {_fmt(r['cpu'], '.0f')} | {r['rss_mib']:,.0f} | {r['status']} | "
-              f"{r['verdict']} |")
+        print(f"| {r['series']} | {r['sf']} | {r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
+              f"{r.get('order_p99_text') or _fmt(r.get('order_p99_ms'), ',.0f')} | {_fmt(r.get('pscore'), ',.2f')} | "
+              f"{_fmt(r.get('cores'), '.2f')} | {_fmt(r.get('peak_rss_mib'), ',.0f')} | {r['status']} | "
+              f"{r['verdict']} |", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plans", default="keyed,shared,per-strategy")
+    ap.add_argument("--sfs", default=DEFAULT_SFS, help=f"scale factors, in order (default {DEFAULT_SFS})")
+    ap.add_argument("--stop-ms", type=float, default=STOP_MS, help="stop a plan once its MarketOrder p99 passes this")
+    ap.add_argument("--runs", default="runs/sweep")
+    ap.add_argument("--per-strategy-limit", type=int, default=25,
+                    help="keep only the first N strategies in per-strategy runs (0: all)")
+    ap.add_argument("--strategy-limit", type=int, default=None,
+                    help="keep only the first N strategies in every run (a like-for-like comparison)")
+    ap.add_argument("--include", action="append", default=[], metavar="FILE[=LABEL]",
+                    help="add another sweep's points (JSON lines) as series LABEL")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args()
+    try:
+        sfs = [int(x) for x in args.sfs.split(",") if x.strip()]
+        included = []
+        for item in args.include:
+            path, _, label = item.partition("=")
+            included += read_points(Path(path), label or None)
+    except (ValueError, CepkitError) as e:
+        sys.exit(f"pairs_sweep: {e}")
+    runs = Path(args.runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    version = _version()
+    rows: list[dict] = []
+    notes = [f"Measured with cepkit {version}, quick standard profile (~2 minutes a run), --master from the "
+             f"config ({' '.join(args.overrides) or 'defaults'}); per-strategy runs keep the first "
+             f"{args.per_strategy_limit or 'all'} strategies."]
+    for plan in args.plans.split(","):
+        for sf in sfs:
+            limit = args.strategy_limit or ((args.per_strategy_limit or None) if plan == "per-strategy" else None)
+            row = one_run(args.overrides, sf, plan, runs, limit)
+            rows.append(row)
+            atomic_write(runs / "points.jsonl", "".join(json.dumps(r) + "\n" for r in rows), overwrite=True)
+            points = [SweepPoint.from_dict(r) for r in included + rows]
+            page = write_sweep_page(points, runs, notes=notes)
+            print_table(included + rows)
+            print(f"page: {page}", file=sys.stderr, flush=True)
+            if row["status"] != "completed" or (row["order_p99_ms"] or 0) > args.stop_ms:
+                break
     return 0
 
 

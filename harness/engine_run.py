@@ -24,6 +24,7 @@ from pathlib import Path
 from harness.engine_process import EngineProcess, last_error_line
 from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, executor_jvms, find_program
 from harness.jvm_archive import driver_java_options
+from harness.local_fs import local_fs_settings
 from harness.launch import (SUBMIT_SCRIPT, checkpoint_location, engine_conf, program_args, program_env,
                             python_command, runtime_zip, spark_submit_command, submit_script)
 from harness.process import DriverProcess
@@ -83,6 +84,7 @@ class _Run:
         self.status, self.message = "failed", "the run did not start"
         self.output_log: Path | None = None
         self.class_archive: str | None = None
+        self.local_fs_jar: str | None = None
 
     # ---- start ---------------------------------------------------------------------------------
 
@@ -108,6 +110,9 @@ class _Run:
         conf = engine_conf(spec)
         if spec.jvm_class_archive:
             conf, self.class_archive = driver_java_options(conf, spec.python)
+        if spec.quiet_local_fs and spec.launch == "harness":
+            conf, fs_env, self.local_fs_jar = local_fs_settings(conf, spec.master, spec.python)
+            self.env = {**self.env, **fs_env}
         self.command = python_command(spec, args, conf) if spec.launch == "harness" else submit
         write_json(logs / "command.json", self.command)
         self.timings["program_start_ms"] = now_ms()

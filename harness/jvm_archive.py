@@ -35,7 +35,7 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def _java_version() -> str:
+def java_version() -> str:
     try:
         out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -43,7 +43,7 @@ def _java_version() -> str:
     return out.stderr.strip()
 
 
-def _pyspark_version(python: str) -> str:
+def pyspark_version(python: str) -> str:
     try:
         from importlib.metadata import version
         if Path(python).resolve() == Path(sys.executable).resolve():
@@ -57,7 +57,7 @@ def _pyspark_version(python: str) -> str:
 
 def archive_path(python: str = sys.executable) -> Path | None:
     """Where the archive for this Java, PySpark and interpreter lives (None without Java/PySpark)."""
-    java, pyspark = _java_version(), _pyspark_version(python)
+    java, pyspark = java_version(), pyspark_version(python)
     if not java or not pyspark:
         return None
     key = hashlib.sha256("\n".join((java, pyspark, str(Path(python).absolute()))).encode()).hexdigest()[:16]

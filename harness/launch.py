@@ -45,8 +45,9 @@ def program_args(spec: EngineRunSpec, driver_port: int, sink_port: int, checkpoi
     """The program's own arguments (spark_runtime/app.py): the same whoever starts it."""
     host = spec.advertised
     args = ["--driver", f"{host}:{driver_port}", "--sink", f"{host}:{sink_port}", "--checkpoint", checkpoint,
-            "--shuffle-partitions", str(spec.shuffle_partitions), "--trigger-ms", str(spec.trigger_ms),
-            "--source-partitions", str(spec.source_partitions)]
+            "--shuffle-partitions", str(spec.shuffle_partitions), "--trigger-ms", str(spec.trigger_ms)]
+    if spec.source_partitions:
+        args += ["--source-partitions", str(spec.source_partitions)]
     if py_files is not None:
         args += ["--py-files", str(py_files)]
     return args

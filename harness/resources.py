@@ -5,7 +5,10 @@
   the tree each time since children appear late. CPU is the tree's CPU time used since the last
   sample over the wall time, in percent of one core; a process first seen counts all its CPU
   time once, a process that exited between samples loses its last partial interval. RSS sums
-  the processes' resident sets (shared pages of forked workers count once per process).
+  the processes' resident sets (shared pages of forked workers count once per process), except
+  a child caught between its spawn and its exec: it still shares its parent's address space (a
+  JVM starts a shell command that way), so it reports the parent's whole resident set, and counts
+  nothing here (told by its virtual size being its parent's).
   Columns: `ts_ms,cpu_percent,rss_bytes,jvm_rss_bytes,python_rss_bytes` (validator/outputlog.py
   `read_resources` reads them).
 - `BacklogLog(csv_path)`: one `ts_ms,released,pulled,backlog` row per call, from the driver's
@@ -70,6 +73,15 @@ def _kind(proc: psutil.Process) -> str:
     if name.startswith("python"):
         return "python"
     return "other"
+
+
+def tree_rss(procs, vms_of: dict[int, int]):
+    """(kind, rss) of each sampled process, given (parent pid, memory info, kind) and every
+    sampled pid's virtual size: a non-JVM, non-Python child with its parent's virtual size is
+    between spawn and exec, sharing the parent's pages, and counts 0 (module doc)."""
+    for ppid, mem, kind in procs:
+        shared = kind == "other" and vms_of.get(ppid) == mem.vms
+        yield kind, 0 if shared else mem.rss
 
 
 class ResourceSampler:
@@ -166,20 +178,26 @@ class ResourceSampler:
         cpu_used = 0.0
         rss = {"jvm": 0, "python": 0, "other": 0}
         alive = set()
+        seen: list[tuple[int, object, str]] = []
+        vms: dict[int, int] = {}
         for p in procs:
             try:
                 with p.oneshot():
                     times = p.cpu_times()
-                    mem = p.memory_info().rss
+                    mem = p.memory_info()
                     # Asked every time: a JVM first seen between fork and exec is still "python".
                     kind = _kind(p)
+                    ppid = p.ppid()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             alive.add(p.pid)
             total = times.user + times.system
             cpu_used += total - self._cpu_s.get(p.pid, 0.0)
             self._cpu_s[p.pid] = total
-            rss[kind] += mem
+            vms[p.pid] = mem.vms
+            seen.append((ppid, mem, kind))
+        for kind, mem_rss in tree_rss(seen, vms):
+            rss[kind] += mem_rss
         for pid in list(self._procs):
             if pid not in alive:
                 self._procs.pop(pid, None)

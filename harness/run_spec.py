@@ -43,7 +43,7 @@ class EngineRunSpec:
     spark_conf: tuple[tuple[str, str], ...] = ()
     shuffle_partitions: int = 2
     trigger_ms: int = 0
-    source_partitions: int = 1
+    source_partitions: int = 0          # 0: the program's choice (no --source-partitions)
     output_format: str = "parquet"
     output_schemas: Mapping[str, pa.Schema] | None = None
     roll_rows: int = 1_000_000
@@ -54,6 +54,7 @@ class EngineRunSpec:
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
     jvm_class_archive: bool = True             # map harness/jvm_archive.py's archive when it exists
+    quiet_local_fs: bool = True                # harness/local_fs.py's file system when its jar exists
     # The top-level packages the program imports (the engine's runtime, kit.engines): found where
     # this interpreter finds them and put on the program's PYTHONPATH.
     runtime_packages: tuple[str, ...] = ()
@@ -89,7 +90,7 @@ class EngineRunSpec:
                     raise _bad(f"output_schemas.{name}", f"must be a pyarrow or kit.records schema, got {schema!r}")
                 schemas[name] = schema
             object.__setattr__(self, "output_schemas", schemas)
-        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 1), ("roll_rows", 1)):
+        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 0), ("roll_rows", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise _bad(name, f"must be an integer >= {low}, got {value!r}")
@@ -127,6 +128,7 @@ class EngineRunSpec:
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
                 "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive,
+                "quiet_local_fs": self.quiet_local_fs,
                 "runtime_packages": list(self.runtime_packages), "advertised_host": self.advertised,
                 "checkpoint_url": self.checkpoint_url, "launch": self.launch,
                 "faults": [f.text for f in self.faults]}

@@ -47,7 +47,11 @@ fi
 
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
 if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
-  apt_install openjdk-17-jre-headless || { say "error: Java 17 is required (install openjdk-17-jre-headless)"; exit 1; }
+  apt_install openjdk-17-jdk-headless || { say "error: Java 17 is required (install openjdk-17-jdk-headless)"; exit 1; }
+fi
+# javac compiles the engines' quiet local file system (harness/local_fs.py); runs work without it, slower.
+if ! command -v javac >/dev/null; then
+  apt_install openjdk-17-jdk-headless || say "no javac: Spark runs will spawn a process per checkpoint file"
 fi
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null; then
   apt_install chromium || { say "error: the tests need Debian's chromium package"; exit 1; }
@@ -60,6 +64,8 @@ fi
 if [ "${1:-}" = "--test" ] && ! ls /usr/share/java/postgresql*.jar >/dev/null 2>&1; then
   apt_install libpostgresql-jdbc-java || { say "error: the tests need Debian's libpostgresql-jdbc-java (J3)"; exit 1; }
 fi
+# Hadoop's local file system without a child process per checkpoint file (harness/local_fs.py); optional.
+.venv/bin/python -m harness.local_fs || say "continuing without the quiet local file system"
 # Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.
 .venv/bin/python -m harness.jvm_archive || say "continuing without a JVM class archive"
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

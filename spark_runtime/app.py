@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--trigger-ms", type=int, default=0, help="micro-batch trigger interval (0: as fast as possible)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
-    ap.add_argument("--source-partitions", type=int, default=1, help="offset ranges read in parallel per batch")
+    ap.add_argument("--source-partitions", type=int, default=None,
+                    help="offset ranges read in parallel per batch (default: the program's choice, else 1)")
     ap.add_argument("--max-rows-per-batch", type=int, default=None)
     ap.add_argument("--py-files", default=None, metavar="ZIP",
                     help="the engine's runtime as a zip, shipped to the executors (they need no cepkit installed)")
@@ -86,6 +87,33 @@ def _confs(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+# Checkpoint writing (specs/ENGINE_RUN.md, "Spark settings"). Spark's default file manager goes
+# through Hadoop's FileContext, whose rename asks the local file system for a link status, which
+# Hadoop answers by running `readlink` in a child process when its native library is absent: two
+# processes per file, several files per micro-batch (offsets, commits, one state changelog per
+# partition), ~30 ms of every batch on these machines. The FileSystem-based manager renames
+# without it. The RocksDB store writes a changelog per batch and uploads snapshots in the
+# background instead of creating and uploading a checkpoint in every commit.
+CHECKPOINT_CONF = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+# Settings whose values are lists of JVM flags: layers add to them instead of replacing them.
+JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def merge_conf(*layers: Mapping[str, str]) -> dict[str, str]:
+    """Spark settings, later layers winning (defaults, the program's, the harness's --conf), except
+    JVM flags, which are joined in layer order (the JVM takes the last of a repeated flag)."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            value = str(value)
+            out[key] = f"{out[key]} {value}" if key in JAVA_OPTIONS and out.get(key) else value
+    return out
+
+
 def _under_spark_submit() -> bool:
     # spark-submit launches the Python program with its JVM's gateway already running.
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -102,12 +130,12 @@ def build_session(app_name: str, master: str | None, shuffle_partitions: int,
     builder = SparkSession.builder.appName(app_name)
     if master is not None or not _under_spark_submit():
         builder = builder.master(master or "local[*]")
-    conf = {"spark.sql.streaming.stateStore.providerClass": STATE_STORE,
-            "spark.sql.shuffle.partitions": str(shuffle_partitions),
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",     # progress bars would clutter engine.log
-            "spark.sql.execution.arrow.pyspark.enabled": "true",
-            **{k: str(v) for k, v in (spark_conf or {}).items()}, **overrides}
+    conf = merge_conf({"spark.sql.streaming.stateStore.providerClass": STATE_STORE,
+                       "spark.sql.shuffle.partitions": str(shuffle_partitions),
+                       "spark.ui.enabled": "false",
+                       "spark.ui.showConsoleProgress": "false",     # progress bars would clutter engine.log
+                       "spark.sql.execution.arrow.pyspark.enabled": "true",
+                       **CHECKPOINT_CONF}, spark_conf or {}, overrides)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -213,8 +241,14 @@ class _Batches:
 
 
 def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | None = None,
-            argv: Sequence[str] | None = None) -> int:
-    """Run an engine program until the driver's events are all processed; 0 on success."""
+            argv: Sequence[str] | None = None, transform: Callable | None = None,
+            source_partitions: Callable | None = None) -> int:
+    """Run an engine program until the driver's events are all processed; 0 on success.
+
+    `spark_conf` are the program's own Spark settings (the harness's --conf wins, JVM flags are
+    joined). `transform(spark)`, when given, returns a partition transform for the source (or
+    None): the stream `build` gets is then its rows (spark_runtime/source.py).
+    `source_partitions(spark)` is the program's default for --source-partitions (else 1)."""
     args = _parser().parse_args(argv)
     stop_requested = threading.Event()
     running = threading.Event()
@@ -234,8 +268,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         driver_host, driver_port = _host_port("--driver", args.driver)
         sink_host, sink_port = _host_port("--sink", args.sink)
         overrides = _confs(args.conf)
-        if args.trigger_ms < 0 or args.shuffle_partitions < 1:
-            raise CepkitError("--trigger-ms must be >= 0 and --shuffle-partitions >= 1")
+        if args.trigger_ms < 0 or args.shuffle_partitions < 1 or (args.source_partitions or 1) < 1:
+            raise CepkitError("--trigger-ms must be >= 0, --shuffle-partitions and --source-partitions >= 1")
     except CepkitError as e:
         emit("failed", message=str(e))
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
@@ -250,10 +284,12 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         # SparkContext installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt);
         # ours stops the query between batches instead.
         install_handlers()
-        options = {"partitions": args.source_partitions, "pauseFile": pause_file}
+        partitions = args.source_partitions or (source_partitions(spark) if source_partitions else 1)
+        options = {"partitions": partitions, "pauseFile": pause_file}
         if args.max_rows_per_batch:
             options["maxRowsPerBatch"] = args.max_rows_per_batch
-        events = driver_stream(spark, driver_host, driver_port, **options)
+        events = driver_stream(spark, driver_host, driver_port,
+                               transform=transform(spark) if transform is not None else None, **options)
         df, streams, stage = _check_build_result(build(spark, events))
         if stage is not None:
             stage.open(args.checkpoint)

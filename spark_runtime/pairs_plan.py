@@ -1,50 +1,149 @@
-"""The Pairs plan on Spark: the strategies' logic (spark_runtime/pairs_core.py) in a stateful operator.
+"""The Pairs plans on Spark: partial aggregates in the source, strategies in a keyed stateful operator.
 
 Why a stateful processor and not DataFrame operators: Spark has no count windows and no CEP
 language. A period closes at the first tick of a later period *of any symbol*, in event order,
 and the count window, the band crossings (which compare with the previous Indicator) and the
 position machine are sequential over a strategy's history. Spark's time windows close on the
-watermark instead, at a batch boundary, and cannot see the previous window's result. So the logic
-runs in `transformWithStateInPandas` (arbitrary state API v2), with the state in Spark's RocksDB
-state store, checkpointed with every micro-batch; the input arrives in driver offset order only
-after sorting inside the operator, since a shuffle does not keep row order.
+watermark instead, at a batch boundary, and cannot see the previous window's result. So the
+strategies run in `transformWithStateInPandas` (arbitrary state API v2), their state in typed
+value states of Spark's RocksDB state store, checkpointed with every micro-batch.
 
-Plans (specs/TRANSLATION.md): "shared", one stateful operator serves every strategy and the
-per (periodLength, symbol) period sums and counts are computed once for all strategies with that
-period length; "per-strategy", one independent pipeline per strategy (projection, stateful
-operator) unioned into one output, as a naive engine would do it.
+Plans (specs/TRANSLATION.md):
+- "keyed" (default): each source partition reduces its ticks to partial aggregates per
+  (granule, symbol) and clock rows where it reads them (a partition transform of the source,
+  spark_runtime/pairs_partials.py), so no tick is shuffled; the few partial rows go through one
+  shuffle to buckets of strategies (whole correlated pairs, spark_runtime/pairs_bucket.py), one
+  state key each, whose key values are picked to land on different shuffle partitions, so the
+  strategies of a batch run in parallel tasks;
+- "shared": every tick goes to one key that serves all strategies (one task): the shape of the
+  plan before "keyed", kept to measure what spreading buys;
+- "per-strategy": one independent pipeline per strategy (projection, stateful operator) unioned
+  into one output, as a naive engine would do it.
+All three run the same logic (pairs_bucket, pairs_strategies); they differ only in where it runs.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import pickle
+import zlib
 from typing import Iterator
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from spark_runtime.pairs_core import OUTPUT_SCHEMA, OUTPUT_STREAMS, PairsCore
+from spark_runtime.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, STATE_RECORDS, PairsBucket
+from spark_runtime.pairs_partials import PARTIAL_SCHEMA, TICK_COLUMNS, Layout
 
-_STATE_SCHEMA = StructType([StructField("json", StringType())])
+PLANS = ("keyed", "shared", "per-strategy")
+# Engine settings a Pairs program asks for (specs/TRANSLATION.md, "Where a batch's time goes"):
+# the JIT's first tier only, since in a two-minute run the JVM spends a core compiling Spark's
+# planning code with C2 and little of its time in hot loops (the ticks never enter it).
+SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+              "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
-class PairsProcessor(StatefulProcessor):
-    """The Spark side of PairsCore: its state lives in one value state of the RocksDB store."""
+def _struct(fields) -> StructType:
+    """A state record's Spark schema: longs, and vectors packed in binary fields (pairs_bucket)."""
+    return StructType([StructField(name, LongType() if t == "long" else BinaryType()) for name, t in fields])
 
-    def __init__(self, strategies):
-        self.strategies = tuple(strategies)
+
+class _Strategies:
+    """The program's strategy tuples with a digest, so a Python worker builds its layout and
+    bucket logic once and finds them again by digest in later tasks (workers are reused).
+
+    Pickled compressed, and unpickled without decompressing: the source's reader and the stateful
+    processor carry the strategies into every task of every micro-batch (Spark broadcasts each
+    stage's task binary), and 6,400 plain tuples (SF 256) made ~330 KB that the JVM allocated,
+    compressed and sent several times a batch; compressed they are ~6 times smaller, and a worker
+    decompresses them once."""
+
+    def __init__(self, rows):
+        self._rows = tuple(tuple(r) for r in rows)
+        self.digest = hashlib.sha256(repr(self._rows).encode()).hexdigest()
+        self._packed: bytes | None = None
+
+    @property
+    def rows(self) -> tuple:
+        if self._rows is None:
+            self._rows = pickle.loads(zlib.decompress(self._packed))
+        return self._rows
+
+    def __getstate__(self) -> dict:
+        packed = self._packed or zlib.compress(pickle.dumps(self._rows, protocol=5), 6)
+        return {"digest": self.digest, "packed": packed}
+
+    def __setstate__(self, state: dict) -> None:
+        self.digest, self._packed, self._rows = state["digest"], state["packed"], None
+
+
+_LAYOUTS: dict = {}
+_LOGIC: dict = {}
+
+
+def _layout(strategies: _Strategies, buckets: int, keys: tuple) -> Layout:
+    key = (strategies.digest, buckets, keys)
+    if key not in _LAYOUTS:
+        _LAYOUTS[key] = Layout(strategies.rows, buckets, keys)
+    return _LAYOUTS[key]
+
+
+def _logic(strategies: _Strategies, buckets: int, keys: tuple) -> dict[int, PairsBucket]:
+    key = (strategies.digest, buckets, keys)
+    if key not in _LOGIC:
+        layout = _layout(strategies, buckets, keys)
+        _LOGIC[key] = {k: PairsBucket(b, layout.granule_ms) for k, b in zip(layout.keys, layout.buckets)}
+    return _LOGIC[key]
+
+
+class PartialsTransform:
+    """The source's partition transform (spark_runtime/source.py): a partition's ticks to partial
+    rows of the buckets (`Layout.partials`)."""
+
+    name = "pairs_partials"
+    schema = PARTIAL_SCHEMA
+
+    def __init__(self, strategies: _Strategies, buckets: int, keys: tuple):
+        self.args = (strategies, buckets, keys)
+
+    def __call__(self, ticks: pa.Table) -> pa.Table:
+        return _layout(*self.args).partials(ticks)
+
+
+class _SparkStore:
+    """pairs_bucket.Store over the processor's value states."""
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def get(self, name):
+        return self.values[name].get()
+
+    def put(self, name, value):
+        self.values[name].update(value)
+
+
+class BucketProcessor(StatefulProcessor):
+    """One bucket of strategies per key. With `raw`, the input is ticks (the one-key plans) and
+    the processor makes the partial rows of its single bucket itself."""
+
+    def __init__(self, strategies: _Strategies, buckets: int, keys: tuple, raw: bool = False):
+        self.args, self.raw = (strategies, buckets, keys), raw
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.core = PairsCore(self.strategies)
-        self.state = handle.getValueState("pairs", _STATE_SCHEMA)
+        self.store = _SparkStore({name: handle.getValueState(name, _struct(fields))
+                                  for name, fields in STATE_RECORDS.items()})
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        ticks = pd.concat(list(rows), ignore_index=True)
-        state = json.loads(self.state.get()[0]) if self.state.exists() else self.core.initial_state()
-        out = self.core.process(state, ticks)
-        self.state.update((json.dumps(state, separators=(",", ":")),))
+        frame = pd.concat(list(rows), ignore_index=True)
+        if self.raw:
+            ticks = pa.Table.from_pandas(frame, preserve_index=False)
+            frame = _layout(*self.args).partials(ticks).to_pandas()
+            key = (self.args[2][0],)
+        out = _logic(*self.args)[int(key[0])].process(self.store, frame)
         if len(out):
             yield out
 
@@ -52,29 +151,75 @@ class PairsProcessor(StatefulProcessor):
         pass
 
 
-def _stateful(events, strategies, group: str):
-    """Project the ticks a group of strategies needs and run the stateful operator over them.
+def spread_keys(spark, n: int, partitions: int) -> tuple[int, ...]:
+    """n grouping-key values that Spark's hash partitioning (Murmur3 of the int key, modulo the
+    shuffle partitions, as `groupBy` places them) puts on partitions 0, 1, 2, ... round-robin."""
+    probe = spark.range(0, 64 * max(n, partitions)).select(
+        F.col("id").cast("int").alias("k"), F.expr(f"pmod(hash(cast(id as int)), {partitions})").alias("p"))
+    by_part: dict[int, list[int]] = {}
+    for row in probe.collect():
+        by_part.setdefault(int(row.p), []).append(int(row.k))
+    return tuple(by_part[i % partitions][i // partitions] for i in range(n))
 
-    Ticks of symbols the group does not monitor still advance the period clock, so they stay,
-    with symbol and price nulled (a few bytes instead of a string on the way through the shuffle).
-    """
+
+class PairsProgram:
+    """What a generated Pairs program runs:
+    `run_app(p.build, transform=p.transform, spark_conf=SPARK_CONF, source_partitions=p.source_partitions)`.
+
+    `buckets` (keyed plan): state keys, 0 for one per shuffle partition and at least 2."""
+
+    def __init__(self, strategies, plan: str, buckets: int = 0):
+        if plan not in PLANS:       # the translator checked it against kit.config.PLANS
+            raise ValueError(f"unknown Pairs plan {plan!r}")
+        if buckets < 0:
+            raise ValueError(f"buckets must be >= 0, got {buckets}")
+        self.strategies = _Strategies(strategies)
+        self.plan, self.buckets = plan, buckets
+        self._partials: PartialsTransform | None = None
+
+    def _keyed(self, spark) -> PartialsTransform:
+        if self._partials is None:
+            partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+            n = len(Layout(self.strategies.rows, self.buckets or max(2, partitions)).buckets)
+            self._partials = PartialsTransform(self.strategies, n, spread_keys(spark, n, partitions))
+        return self._partials
+
+    def transform(self, spark):
+        """The source's partition transform: the partial rows in the keyed plan, else None."""
+        return self._keyed(spark) if self.plan == "keyed" else None
+
+    @staticmethod
+    def source_partitions(spark) -> int:
+        """Offset ranges the source reads in parallel: one per core, so both cores of a small
+        machine reduce ticks (the --source-partitions flag overrides it)."""
+        return max(1, spark.sparkContext.defaultParallelism)
+
+    def build(self, spark, events):
+        """The streaming plan: the source's rows in, one DataFrame of Indicator and MarketOrder rows out."""
+        if self.plan == "keyed":
+            part = self._keyed(spark)
+            out = events.groupBy("key").transformWithStateInPandas(BucketProcessor(*part.args), OUTPUT_SCHEMA,
+                                                                   "Append", "None")
+            return out, OUTPUT_STREAMS
+        ticks = events.select(*TICK_COLUMNS)
+        if self.plan == "shared":
+            return _one_key(ticks, self.strategies.rows, "all"), OUTPUT_STREAMS
+        branches = [_one_key(ticks, (s,), s[0]) for s in self.strategies.rows]
+        out = branches[0]
+        for branch in branches[1:]:
+            out = out.unionByName(branch)
+        return out, OUTPUT_STREAMS
+
+
+def _one_key(ticks, strategies: tuple, group: str):
+    """Every tick to one key that runs `strategies`. Ticks of symbols the group does not monitor
+    still advance the period clock, so they stay, with symbol and price nulled (a few bytes
+    instead of a string on the way through the shuffle)."""
     symbols = sorted({s[1] for s in strategies} | {s[2] for s in strategies})
     mine = F.col("symbol").isin(symbols)
-    return (events
+    return (ticks
             .select(F.when(mine, F.col("symbol")).alias("symbol"), F.when(mine, F.col("price")).alias("price"),
                     "tickTS", "TS", "offset", "ingestTS", F.lit(group).alias("group"))
             .groupBy("group")
-            .transformWithStateInPandas(PairsProcessor(strategies), OUTPUT_SCHEMA, "Append", "None"))
-
-
-def build_pairs(spark, events, strategies, plan: str):
-    """The streaming plan: driver events in, one DataFrame of Indicator and MarketOrder rows out."""
-    if plan == "shared":
-        return _stateful(events, strategies, "all"), OUTPUT_STREAMS
-    if plan != "per-strategy":       # the translator checked it against kit.config.PLANS
-        raise ValueError(f"unknown Pairs plan {plan!r}")
-    branches = [_stateful(events, (s,), s[0]) for s in strategies]
-    out = branches[0]
-    for branch in branches[1:]:
-        out = out.unionByName(branch)
-    return out, OUTPUT_STREAMS
+            .transformWithStateInPandas(BucketProcessor(_Strategies(strategies), 1, (0,), raw=True), OUTPUT_SCHEMA,
+                                        "Append", "None"))

@@ -45,37 +45,51 @@ def _wait_ready(query, timeout_s: float = READY_TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-def _progress(query) -> dict | None:
+def _offset(p: dict, which: str) -> int | None:
+    """The driver offset a progress record's source reached (`startOffset` / `endOffset`)."""
+    sources = p.get("sources") or []
+    if not sources:
+        return None
+    raw = sources[0].get(which)
+    try:
+        return int((json.loads(raw) if isinstance(raw, str) else raw)["offset"])
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _progress(query) -> tuple[dict, dict] | None:
+    """The last progress record as the program reports it, and the record itself."""
     p = query.lastProgress
     if not p:
         return None
-    end = None
-    sources = p.get("sources") or []
-    if sources:
-        raw = sources[0].get("endOffset")
-        try:
-            end = int((json.loads(raw) if isinstance(raw, str) else raw)["offset"])
-        except (TypeError, ValueError, KeyError):
-            end = None
+    end = _offset(p, "endOffset")
     return {"batch_id": p.get("batchId"), "end_offset": end,
             "duration_ms": (p.get("durationMs") or {}).get("triggerExecution"),
-            "input_rows": p.get("numInputRows")}
+            "input_rows": p.get("numInputRows")}, p
 
 
-def _batch_records(query, after: int) -> list[dict]:
-    """Every finished batch after `after` that Spark still remembers, with where its time went
-    (Spark's durationMs: latestOffset, getBatch, queryPlanning, addBatch, walCommit, commitOffsets,
-    triggerExecution) and its stateful operators' figures."""
-    out = []
-    for p in query.recentProgress or []:
-        if p.get("batchId") is None or p["batchId"] <= after:
-            continue
-        state = [{k: op.get(k) for k in ("operatorName", "numRowsTotal", "numRowsUpdated", "memoryUsedBytes",
-                                         "commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs")}
-                 for op in p.get("stateOperators") or []]
-        out.append({"batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
-                    "durations_ms": dict(p.get("durationMs") or {}), "state": state})
-    return out
+def _record(p: dict) -> dict:
+    """One batch's record: its events, where its time went (Spark's durationMs: latestOffset,
+    getBatch, queryPlanning, addBatch, walCommit, commitOffsets, triggerExecution) and its stateful
+    operators' figures (RocksDB's among `customMetrics`)."""
+    state = [{k: op.get(k) for k in ("operatorName", "numRowsTotal", "numRowsUpdated", "memoryUsedBytes",
+                                     "commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs", "customMetrics")}
+             for op in p.get("stateOperators") or []]
+    start, end = _offset(p, "startOffset"), _offset(p, "endOffset")
+    # Events (driver offsets) and the source's rows: they differ when the source transforms its
+    # partitions (the Pairs plan's partial aggregates).
+    return {"batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
+            "events": end - (start or 0) if end is not None else None,
+            "durations_ms": dict(p.get("durationMs") or {}), "state": state}
+
+
+def _batch_records(query, after: int, last: dict | None = None) -> list[dict]:
+    """Every finished batch after `after` that Spark still remembers. When `last` (the last
+    progress record, already fetched) is the very next batch, it is the answer: asking for
+    `recentProgress` builds the JSON of up to 100 records in the JVM, several times a second."""
+    if last is not None and last.get("batchId") == after + 1:
+        return [_record(last)]
+    return [_record(p) for p in query.recentProgress or [] if p.get("batchId") is not None and p["batchId"] > after]
 
 
 def _emit_batch(record: dict, batches) -> None:
@@ -180,11 +194,11 @@ def watch(restarter: Restarter, batches, driver: DriverClient, stop_requested: t
                     return 1
                 emit("stopped", batches=batches.count, output_rows=batches.rows)
                 return 0
-            prog = _progress(query)
+            prog, last = _progress(query) or (None, None)
             now = time.monotonic()
             if prog and prog["batch_id"] != last_batch:
                 last_batch, last_batch_change = prog["batch_id"], now
-                for record in _batch_records(query, last_recorded):
+                for record in _batch_records(query, last_recorded, last):
                     _emit_batch(record, batches)
                     last_recorded = record["batch_id"]
                 if now - last_printed >= PROGRESS_EVERY_S:

@@ -1,9 +1,10 @@
 """The PySpark (Structured Streaming) translator.
 
 `translate_pairs` writes a program (templates/pyspark_pairs.py.j2) holding the strategies as a
-literal table and the plan mode, wired to the Spark runtime: the Pairs logic
-(spark_runtime/pairs_core.py) in a stateful operator (spark_runtime/pairs_plan.py), run against
-the harness by spark_runtime/app.py. specs/ENGINE_RUN.md is the program's contract.
+literal table, the plan mode and its number of state keys, wired to the Spark runtime: the plan
+(spark_runtime/pairs_plan.py) runs the Pairs logic (pairs_partials, pairs_bucket,
+pairs_strategies) in a keyed stateful operator, against the harness by spark_runtime/app.py.
+specs/ENGINE_RUN.md is the program's contract.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ ENGINE = "pyspark"
 
 def translate_pairs(req: PairsTranslation) -> str:
     spec = req.strategies
-    return render("pyspark_pairs.py.j2", strategies=spec.strategies, plan=req.plan,
+    return render("pyspark_pairs.py.j2", strategies=spec.strategies, plan=req.plan, buckets=req.buckets,
                   scale_factor=spec.scale_factor, seed=spec.seed, version=__version__,
                   source_name=req.source_name, source_sha256=req.source_sha256 or "-" * 16)
 

@@ -131,7 +131,7 @@ class MicroConfig:
         need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
 
 
-PLANS = ("shared", "per-strategy")
+PLANS = ("keyed", "shared", "per-strategy")
 # Microbenchmark plans (translators/spark_micro.py): Q3 on the stateful core or Spark's window();
 # J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
 TIME_WINDOW_PLANS = ("core", "native")
@@ -156,10 +156,17 @@ class RunConfig:
     """
 
     engine: str = "pyspark"
-    plan: str = "shared"
+    # Pairs plan (specs/TRANSLATION.md): "keyed" (strategy state over many keys), "shared" (one key),
+    # "per-strategy" (one pipeline per strategy).
+    plan: str = "keyed"
+    # State keys of the keyed Pairs plan, each a bucket of whole correlated pairs; 0: one per shuffle
+    # partition, at least 2.
+    buckets: int = 0
     master: str = "local[*]"
     shuffle_partitions: int = 2
-    source_partitions: int = 1          # offset ranges the engine's source reads in parallel per batch
+    # Offset ranges the engine's source reads in parallel per batch; 0: the program's choice (the
+    # Pairs program reads one per core, microbenchmark programs one).
+    source_partitions: int = 0
     trigger_ms: int = 0
     speed: float = 1.0
     stamp: str = "scheduled"
@@ -226,7 +233,7 @@ class RunConfig:
               "measure_to_s", f"must be > measure_from_s ({self.measure_from_s}), got {self.measure_to_s!r}")
         choice(self, "output_format", FORMATS)
         need(bool(self.master), "master", "must not be empty")
-        positive(self, "shuffle_partitions", "source_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
+        positive(self, "shuffle_partitions", "speed", "max_backlog_s", "startup_timeout_s", "drain_timeout_s")
         need(self.trigger_ms >= 0, "trigger_ms", f"must be >= 0, got {self.trigger_ms!r}")
         need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
         need(bool(self.feed_bind), "feed_bind", "must not be empty (0.0.0.0 for every interface)")

@@ -39,15 +39,39 @@ def _check_passed(run_dir, proc):
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_quick_sf1_shared_plan_passes_validation(engine, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = _cepkit("pairs", "-c", str(QUICK), "--set", f"run.engine={engine!r}", "--plan", "shared",
-                   "--out", str(run_dir), cwd=tmp_path)
+def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(engine, tmp_path):
+    """The default (keyed) plan: PASSED; and Spark's own records show each micro-batch's strategy
+    work in several state keys and in several tasks: the state store holds two records per key
+    for more than one key, and every stateful stage ran tasks that each read shuffled rows."""
+    run_dir, events = tmp_path / "run", tmp_path / "events"
+    events.mkdir()
+    conf = ["spark.eventLog.enabled=true", f"spark.eventLog.dir={events}", "spark.eventLog.compress=false"]
+    proc = _cepkit("pairs", "-c", str(QUICK), "--set", f"run.engine={engine!r}", "--set",
+                   f"run.spark_conf={json.dumps(conf)}", "--out", str(run_dir), cwd=tmp_path)
     streams = _check_passed(run_dir, proc)
     assert streams["Indicator"]["expected"] > 50 and streams["MarketOrder"]["expected"] > 0
     assert "pscore:" in proc.stderr and "report:" in proc.stderr
+    assert 'PLAN = "keyed"' in (run_dir / "program.py").read_text()
     for name in ("resources.csv", "backlog.csv"):
         assert len((run_dir / "engine" / "metrics" / name).read_text().splitlines()) > 30
+    stdout = (run_dir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
+    batches = [b for b in map(json.loads, stdout) if b.get("event") == "batch" and (b.get("events") or 0) > 0]
+    assert len(batches) > 50
+    state = batches[-1]["state"]
+    assert [op["operatorName"] for op in state] == ["transformWithStateInPandasExec"]
+    assert state[0]["numRowsTotal"] >= 2 * 2        # ("open", "books") for each of >= 2 keys
+    # Every stage that read shuffled rows (the stateful operator's) ran >= 2 tasks, each with rows.
+    tasks: dict[int, list[int]] = {}
+    logs = [f for f in events.rglob("*") if f.is_file() and f.name.startswith("events_")]   # rolled parts
+    assert logs
+    for line in "\n".join(f.read_text() for f in sorted(logs)).splitlines():
+        e = json.loads(line)
+        if e.get("Event") == "SparkListenerTaskEnd" and e.get("Task Metrics"):
+            read = e["Task Metrics"]["Shuffle Read Metrics"]["Total Records Read"]
+            tasks.setdefault(e["Stage ID"], []).append(read)
+    stateful = [reads for reads in tasks.values() if sum(reads) > 0]
+    assert len(stateful) > 50
+    assert all(len(reads) >= 2 and min(reads) > 0 for reads in stateful)
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))

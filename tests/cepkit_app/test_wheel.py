@@ -44,6 +44,8 @@ def installed(tmp_path_factory):
     wheel, = (root / "dist").glob("cepkit-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "specs/"))]
+    assert "harness/java/QuietLocalFileSystem.java" in names     # harness/local_fs.py compiles it
+    assert "validator/templates/sweep.html.j2" in names
     base = getattr(sys, "_base_executable", sys.executable)
     _run([base, "-m", "venv", root / "venv"], cwd=root)
     venv_bin = root / "venv" / "bin"
@@ -77,7 +79,7 @@ def test_commands_run_from_another_directory(installed):
     _run([cepkit, "querygen", "pairs", "--aux", data, "--out", strategies], cwd=work)
     program = Path(_run([cepkit, "translate", "pairs", "--strategies", strategies, "--out", work / "p.py"],
                         cwd=work).stdout.strip())
-    assert "from spark_runtime.pairs_plan import build_pairs" in program.read_text()
+    assert "from spark_runtime.pairs_plan import SPARK_CONF, PairsProgram" in program.read_text()
     micro = _run([cepkit, "translate", "micro", "--spec", "joins-quick", "--workload",
                   "joins-j1-window-size-s100", "--out", work / "m.py"], cwd=work).stdout.strip()
     assert "from spark_runtime.micro_plan import" in Path(micro).read_text()

@@ -23,6 +23,7 @@ from datagen.pairs import generate_pairs
 from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
 from harness.jvm_archive import archive_path
+from harness.local_fs import jar_path as local_fs_jar_path
 from harness.resources import ResourceSampler
 from kit.errors import CepkitError
 from tests.helpers import TESTS_DIR, pairs_config, read_ticks
@@ -120,6 +121,12 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     if run["jvm_class_archive"]:
         command = json.loads((run_dir / "logs" / "command.json").read_text())
         assert f"spark.driver.extraJavaOptions=-XX:SharedArchiveFile={archive}" in " ".join(command)
+    # ... and the quiet local file system when scripts/setup.sh compiled it.
+    jar = local_fs_jar_path(sys.executable)
+    assert run["local_fs_jar"] == (str(jar) if jar and jar.is_file() else None)
+    if run["local_fs_jar"]:
+        command = json.loads((run_dir / "logs" / "command.json").read_text())
+        assert "spark.hadoop.fs.file.impl=cepkit.spark.QuietLocalFileSystem" in command
     # Every batch is recorded once, with Spark's breakdown of its time, and they cover every event.
     stdout = [json.loads(line) for line in (run_dir / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
     batches = [e for e in stdout if e["event"] == "batch"]

@@ -47,7 +47,7 @@ def test_programs_import_and_plan_from_the_zip_alone(tmp_path):
              f"for i in range({len(programs)}):\n"
              "    ns = runpy.run_path(f'p{i}.py')\n"
              "    assert callable(ns['build'])\n"
-             "import spark_runtime.app, spark_runtime.source, spark_runtime.micro_plan, spark_runtime.pairs_core\n"
+             "import spark_runtime.app, spark_runtime.source, spark_runtime.micro_plan, spark_runtime.pairs_plan\n"
              "assert spark_runtime.app.__file__.startswith(sys.path[0]), spark_runtime.app.__file__\n")
     proc = subprocess.run([sys.executable, "-S", "-c", check], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)

@@ -1,29 +1,23 @@
-"""Translators: every registered engine turns a strategies spec into a tidy, importable program;
-the PySpark program's Pairs logic gives the reference answers over any batching of the ticks."""
+"""Translators: every registered engine turns a strategies spec into a tidy, importable program
+(the Pairs logic it runs is tested in tests/spark_runtime/test_pairs_*.py)."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from kit.errors import CepkitError
 from kit.workload import PairsStrategy, StrategySet, load_aux
 from querygen.strategies import strategies_for
-from spark_runtime.pairs_core import PairsCore
+from spark_runtime.pairs_partials import Layout
 from translators.output import write_program
 from kit.config import PLANS
 from kit.engines import ENGINES
 from translators.registry import engine_module
 from translators.request import PairsTranslation
-from validator.pairs_reference import StrategyParams, compute_reference
 
 
 def _import(path, name="generated_program"):
@@ -65,49 +59,18 @@ def test_plan_must_be_known(spec):
         PairsTranslation(spec, "clever")
 
 
-def _ticks(directory) -> pd.DataFrame:
-    t = pa.concat_tables([pq.read_table(f) for f in sorted(directory.glob("ticks-*.parquet"))]).to_pandas()
-    t["symbol"] = t["symbol"].astype(str)
-    t["TS"] = t["tickTS"] + 3
-    t["ingestTS"] = t["tickTS"] + 5
-    t["offset"] = np.arange(len(t))
-    return t
-
-
-@pytest.mark.parametrize("plan", PLANS)
-def test_pyspark_pairs_logic_matches_the_reference_over_any_batching(plan, spec, quick_pairs, tmp_path):
-    """Random batch sizes (up to 5000 ticks shared, 40000 per strategy, where there are 45 cores to
-    feed), rows shuffled inside each batch (a shuffle does not keep
-    order), state round-tripped through JSON as the Spark state store does."""
-    program = _import(write_program(engine_module("pyspark").translate_pairs(PairsTranslation(spec, plan)),
-                                    tmp_path / "prog.py"))
-    ticks = _ticks(quick_pairs)
-    rng = np.random.default_rng(3)
-    groups = [program.STRATEGIES] if plan == "shared" else [(s,) for s in program.STRATEGIES]
-    cores = [PairsCore(g) for g in groups]
-    states = [c.initial_state() for c in cores]
-    outs, start = [], 0
-    while start < len(ticks):
-        n = int(rng.integers(1, 5000 if plan == "shared" else 40000))
-        batch = ticks.iloc[start:start + n].sample(frac=1.0, random_state=int(rng.integers(1 << 30)))
-        for i, core in enumerate(cores):
-            states[i] = json.loads(json.dumps(states[i]))
-            outs.append(core.process(states[i], batch))
-        start += n
-    got = pd.concat(outs, ignore_index=True)
-    ref = compute_reference(quick_pairs, [StrategyParams.of(s) for s in spec.strategies])
-    ind = got[got.stream == "Indicator"]
-    key = ["strategy", "inputTickTS"]
-    merged = ref.indicators.merge(ind, on=key, how="outer", indicator=True, suffixes=("_ref", ""))
-    assert len(ref.indicators) > 400 and (merged["_merge"] == "both").all()
-    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
-        np.testing.assert_allclose(merged[col], merged[f"{col}_ref"], rtol=1e-12)
-    assert (ind["inputTS"] == ind["inputTickTS"] + 3).all() and (ind["ingestTS"] == ind["inputTickTS"] + 5).all()
-    orders = got[got.stream == "MarketOrder"]
-    okey = key + ["type", "symbol"]
-    m = ref.orders.merge(orders, on=okey, how="outer", indicator=True, suffixes=("_ref", ""))
-    assert len(ref.orders) > 50 and (m["_merge"] == "both").all()
-    assert (m["price"] == m["price_ref"]).all() and (m["size"] == m["size_ref"]).all()
+@pytest.mark.parametrize("buckets", [0, 3])
+def test_the_program_holds_the_plan_and_its_state_keys(spec, buckets, tmp_path):
+    """The keyed program carries its number of state keys; the layout it builds from its own table
+    spreads the strategies over that many buckets (whole pairs each)."""
+    text = engine_module("pyspark").translate_pairs(PairsTranslation(spec, "keyed", buckets=buckets))
+    program = _import(write_program(text, tmp_path / "prog.py"))
+    assert program.BUCKETS == buckets and program.PROGRAM.plan == "keyed"
+    layout = Layout(program.STRATEGIES, buckets or 2)
+    assert len(layout.buckets) == (buckets or 2)
+    assert sorted(s.alias for b in layout.buckets for s in b.strategies) == sorted(s[0] for s in program.STRATEGIES)
+    with pytest.raises(CepkitError, match="buckets"):
+        PairsTranslation(spec, "keyed", buckets=-1)
 
 
 def test_cli_translate_writes_a_program_and_never_overwrites(spec, tmp_path):

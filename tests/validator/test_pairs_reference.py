@@ -1,40 +1,5 @@
-"""The Pairs reference engine against a hand-built tick trace with every number worked out.
-
-Strategy st_00001 over AAAAAA (symbol1) and BBBBBB (symbol2): P = 1 s, N = 2, m = 0.5,
-q = 0.1, funds 100000 cents. With N = 2 the window [a, b] has mean (a+b)/2 and population sd
-|b-a|/2, so upper = mean + |b-a|/4 and lower = mean - |b-a|/4: a rise puts the ratio above its
-upper band and a fall below its lower band, with wide margins (no float ties).
-
-BBBBBB always trades at 1000, so ratio = avg(AAAAAA) / 1000. CCCCCC is monitored by nobody.
-Period q spans [t0 + 1000 q, t0 + 1000 (q+1)). Each period opens with a tick at +0 (the
-closing tick of the previous period), then AAAAAA at +400 (sometimes a second at +700) and
-BBBBBB at +500. Period 8 has no BBBBBB tick, so it yields no ratio.
-
-  q  A prices        ratio  Indicator (window)        signal/state            orders (at close of q)
-  0  2000            2.00   -                         -
-  1  2100            2.10   1 [2.00 2.10] first       none
-  2  1990, 2010      2.00   2 [2.10 2.00]             LOW: FLAT->LS           BUY A 2010 x 10*floor(100000/20100)=40, B=19600
-  3  2200            2.20   3 [2.00 2.20]             HIGH: LS->SL            closing tick is A@2250: SELL A 2250x40 (+90000 -> 109600),
-                                                                              BUY B 1000 x 100, B=9600, pos=2.2
-  4  2250(open),2550 2.40   4 [2.20 2.40]             none; 2.4 < 1.1*2.2
-  5  2500            2.50   5 [2.40 2.50]             none; stop 2.5 >= 2.42  SELL B 1000x100, B=109600 -> FLAT
-  6  2300            2.30   6 [2.50 2.30]             LOW: FLAT->LS           BUY A 2300 x 10*floor(109600/23000)=40, B=17600, pos=2.3
-  7  2300            2.30   7 [2.30 2.30] collapsed   none; 2.3 > 0.9*2.3
-  8  2330 (no B)     -      -                         skipped
-  9  2400            2.40   8 [2.30 2.40]             none (prev not below band)
- 10  2350            2.35   9 [2.40 2.35]             LOW while LS: nothing
- 11  2000            2.00  10 [2.35 2.00]             none; stop 2.0 <= 2.07  SELL A 2000x40, B=97600 -> FLAT
- 12  2100            2.10  11 [2.00 2.10]             HIGH: FLAT->SL          closing tick is B@1000: BUY B 1000 x 90, B=7600, pos=2.1
- 13  2050            2.05  12 [2.10 2.05]             LOW: SL->LS             SELL B 1000x90 (-> 97600), BUY A 2050 x 40, B=15600
- 14  2000            2.00  13 [2.05 2.00]             none; 2.0 > 0.9*2.05
- 15  2100            2.10  14 [2.00 2.10]             HIGH: LS->SL            SELL A 2100x40 (-> 99600), BUY B 1000 x 90, B=9600, pos=2.1
- 16  2150            2.15  15 [2.10 2.15]             none
- 17  2150            2.15  16 [2.15 2.15] collapsed   none
- 18  2120            2.12  17 [2.15 2.12]             none (prev band collapsed)
- 19  2200            2.20  18 [2.12 2.20]             HIGH while SL: nothing; 2.2 < 2.31
- 20  2350            2.35  19 [2.20 2.35]             none; stop 2.35 >= 2.31 SELL B 1000x90, B=99600 -> FLAT
- 21  2400            -      -                         last period never closes
-"""
+"""The Pairs reference engine against the hand-built tick trace of tests/pairs_trace.py, whose
+docstring works out every number."""
 
 from __future__ import annotations
 
@@ -48,59 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from kit.errors import CepkitError
+from tests.pairs_trace import A, B, C, EXPECTED_INDICATORS, EXPECTED_ORDERS, PERIODS, STRATEGY_ROW, T0, trace_rows
 from validator.pairs_reference import StrategyParams, compute_reference
 
-T0 = 1_767_623_400_000
-A, B, C = "AAAAAA", "BBBBBB", "CCCCCC"
-
-# Per period: opener (symbol, price) at +0, then AAAAAA prices at +400 (+700), BBBBBB at +500.
-PERIODS = [
-    ((C, 7), [2000], True), ((C, 7), [2100], True), ((C, 7), [1990, 2010], True), ((C, 7), [2200], True),
-    ((A, 2250), [2550], True), ((C, 7), [2500], True), ((C, 7), [2300], True), ((C, 7), [2300], True),
-    ((C, 7), [2330], False), ((C, 7), [2400], True), ((C, 7), [2350], True), ((C, 7), [2000], True),
-    ((C, 7), [2100], True), ((B, 1000), [2050], True), ((C, 7), [2000], True), ((C, 7), [2100], True),
-    ((C, 7), [2150], True), ((C, 7), [2150], True), ((C, 7), [2120], True), ((C, 7), [2200], True),
-    ((C, 7), [2350], True), ((C, 7), [2400], True),
-]
-
-STRATEGY = StrategyParams("st_00001", A, B, available_funds_cents=100_000, period_length_s=1, num_periods=2,
-                          bands_multiplier=0.5, stop_loss_perc=0.1)
-
-# (closing tick at t0 + ms, ratio, avgRatio, upperBand, lowerBand), worked out in the docstring table.
-EXPECTED_INDICATORS = [
-    (2000, 2.10, 2.05, 2.075, 2.025), (3000, 2.00, 2.05, 2.075, 2.025), (4000, 2.20, 2.10, 2.15, 2.05),
-    (5000, 2.40, 2.30, 2.35, 2.25), (6000, 2.50, 2.45, 2.475, 2.425), (7000, 2.30, 2.40, 2.45, 2.35),
-    (8000, 2.30, 2.30, 2.30, 2.30), (10000, 2.40, 2.35, 2.375, 2.325), (11000, 2.35, 2.375, 2.3875, 2.3625),
-    (12000, 2.00, 2.175, 2.2625, 2.0875), (13000, 2.10, 2.05, 2.075, 2.025), (14000, 2.05, 2.075, 2.0875, 2.0625),
-    (15000, 2.00, 2.025, 2.0375, 2.0125), (16000, 2.10, 2.05, 2.075, 2.025), (17000, 2.15, 2.125, 2.1375, 2.1125),
-    (18000, 2.15, 2.15, 2.15, 2.15), (19000, 2.12, 2.135, 2.1425, 2.1275), (20000, 2.20, 2.16, 2.18, 2.14),
-    (21000, 2.35, 2.275, 2.3125, 2.2375),
-]
-
-EXPECTED_ORDERS = [
-    (3000, "BUY", A, 2010, 40),
-    (4000, "SELL", A, 2250, 40), (4000, "BUY", B, 1000, 100),
-    (6000, "SELL", B, 1000, 100),
-    (7000, "BUY", A, 2300, 40),
-    (12000, "SELL", A, 2000, 40),
-    (13000, "BUY", B, 1000, 90),
-    (14000, "SELL", B, 1000, 90), (14000, "BUY", A, 2050, 40),
-    (16000, "SELL", A, 2100, 40), (16000, "BUY", B, 1000, 90),
-    (21000, "SELL", B, 1000, 90),
-]
-
-
-def trace_rows() -> list[tuple[str, int, int]]:
-    rows = []
-    for q, ((osym, oprice), a_prices, has_b) in enumerate(PERIODS):
-        base = T0 + 1000 * q
-        rows.append((osym, oprice, base))
-        rows.append((A, a_prices[0], base + 400))
-        if has_b:
-            rows.append((B, 1000, base + 500))
-        if len(a_prices) > 1:
-            rows.append((A, a_prices[1], base + 700))
-    return rows
+STRATEGY = StrategyParams(*STRATEGY_ROW)
 
 
 def write_dataset(directory: Path, rows, files: int = 1) -> Path:
