@@ -3,7 +3,11 @@
 Event i of the run (in global event order) has offset i. The release loop appends chunks as it
 reaches them and advances `released`; readers ask for any range [start, end) and get the rows
 below `released`. Released rows are never changed again, so a range served twice is served
-identically: that is what makes the engine's source replayable after a restart.
+identically: that is what makes the engine's source replayable after a restart. That includes
+the time each event was first served (`served_ms`, the engine's `ingestTS`): a read of a range
+already served gets the first read's times, so a Spark task retried after a lost executor produces
+the very rows the first attempt did (Spark compares the two attempts' shuffle output, and a
+difference forces it to fail the batch's job).
 
 Memory is bounded by `retain_bytes`: when a chunk is added and the retained chunks exceed it, the
 oldest fully released chunks are dropped (whole chunks; the chunk being released always stays),
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +34,7 @@ from kit.wire.protocol import BadRequestError, OffsetEvictedError
 class Chunk:
     """Consecutive events [first, first + rows): payload columns, due times and TS values."""
 
-    __slots__ = ("first", "payload", "due_ms", "ts_ms", "rows", "nbytes")
+    __slots__ = ("first", "payload", "due_ms", "ts_ms", "served_ms", "rows", "nbytes")
 
     def __init__(self, first: int, payload: pa.RecordBatch, due_ms: np.ndarray, ts_ms: np.ndarray):
         self.first = first
@@ -37,7 +42,9 @@ class Chunk:
         self.due_ms = due_ms          # absolute epoch ms at which each event is due
         self.ts_ms = ts_ms            # the TS each event carries; in send mode filled on release
         self.rows = payload.num_rows
-        self.nbytes = payload.nbytes + due_ms.nbytes + (0 if ts_ms is due_ms else ts_ms.nbytes)
+        self.served_ms = np.zeros(self.rows, dtype=np.int64)    # 0: not served yet
+        self.nbytes = (payload.nbytes + due_ms.nbytes + (0 if ts_ms is due_ms else ts_ms.nbytes)
+                       + self.served_ms.nbytes)
 
     @property
     def end(self) -> int:
@@ -124,7 +131,8 @@ class ReleaseBuffer:
             return self.pulled
 
     def take(self, start: int, end: int, max_rows: int) -> tuple[int, list[tuple[Chunk, int, int]]]:
-        """The pieces of chunks holding [start, stop), stop = min(end, released, start + max_rows)."""
+        """The pieces of chunks holding [start, stop), stop = min(end, released, start + max_rows);
+        rows served for the first time get the current wall-clock ms as `served_ms`."""
         if start < 0 or end < start:
             raise BadRequestError(f"read: bad range [{start}, {end})")
         with self.cond:
@@ -138,9 +146,12 @@ class ReleaseBuffer:
             pieces = []
             pos = start
             k = bisect.bisect_right(self._firsts, pos) - 1
+            now_ms = time.time_ns() // 1_000_000
             while pos < stop:
                 c = self._chunks[k]
                 hi = min(stop, c.end)
+                served = c.served_ms[pos - c.first:hi - c.first]
+                served[served == 0] = now_ms
                 pieces.append((c, pos - c.first, hi - c.first))
                 pos, k = hi, k + 1
             if stop <= start:
@@ -150,3 +161,14 @@ class ReleaseBuffer:
                 self.cond.notify_all()      # pull pacing waits for reads
             self.served_rows += stop - start
             return stop, pieces
+
+
+def served_runs(pieces: list[tuple[Chunk, int, int]]) -> list[list[int]]:
+    """The pieces' `served_ms` run-length encoded, `[[rows, ms], ...]` in offset order (a read
+    is stamped once, so a response holds a run or a few)."""
+    if not pieces:
+        return []
+    ms = np.concatenate([c.served_ms[lo:hi] for c, lo, hi in pieces])
+    starts = np.flatnonzero(np.r_[True, ms[1:] != ms[:-1]])
+    lengths = np.diff(np.r_[starts, len(ms)])
+    return [[int(n), int(t)] for n, t in zip(lengths, ms[starts])]

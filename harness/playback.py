@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from harness.buffer import Chunk, ReleaseBuffer
+from harness.buffer import Chunk, ReleaseBuffer, served_runs
 from harness.config import DriverConfig
 from harness.dataset import Dataset, iter_events, open_dataset
 from kit.wire.protocol import OPS, PROTOCOL_VERSION, BadRequestError, DriverError, encode_batches
@@ -347,7 +347,7 @@ class Driver:
         stop, pieces = self.buffer.take(start, end, max_rows)
         body = encode_batches(self._schema, [c.batch(lo, hi, self._schema, self._ts_index) for c, lo, hi in pieces])
         return {"ok": True, "start": start, "end": stop, "rows": stop - start, "released": self.buffer.released,
-                "finished": self.buffer.finished}, body
+                "finished": self.buffer.finished, "served": served_runs(pieces)}, body
 
 
 def _req_int(req: dict, key: str, default):

@@ -9,8 +9,9 @@ a `DataSourceStreamReader` over `kit.wire.feed_client.DriverClient` (specs/DRIVE
 - `latestOffset` long-polls the driver for up to `waitMs` for events beyond `start`, so an idle
   query does not spin, and caps the range by the read limit (`maxRowsPerBatch`);
 - `read` runs in a Spark Python worker with its own connection and yields the driver's Arrow
-  record batches with two more columns, `offset` and `ingestTS` (wall-clock epoch ms when the read
-  response arrived: the engine's ingest time). No per-row Python work.
+  record batches with two more columns, `offset` and `ingestTS` (wall-clock epoch ms when the
+  driver first served the event: the engine's ingest time, the same when a retried task reads it
+  again). No per-row Python work.
 
 Driver errors (an evicted offset, a dataset error) propagate, so the query fails loudly.
 
@@ -36,7 +37,6 @@ the workers because cepkit is installed (or on PYTHONPATH).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -45,7 +45,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from kit.wire.feed_client import DriverClient
+from kit.wire.feed_client import DriverClient, served_ms
 from kit.wire.protocol import DriverError
 from kit.errors import CepkitError
 from kit.outputlog import INGEST_TS
@@ -196,13 +196,12 @@ def read_range(client: DriverClient, start: int, end: int, schema: pa.Schema) ->
     pos = start
     while pos < end:
         table, resp = client.read_once(pos, end)
-        ingest_ms = time.time_ns() // 1_000_000
         got = resp["rows"]
         if got == 0:
             raise DriverError(f"driver at {client.host}:{client.port}: offsets [{pos}, {end}) were planned "
                               f"but the driver returned none (released {resp.get('released')})")
         offsets = pa.array(np.arange(pos, pos + got, dtype=np.int64))
-        ingest = pa.array(np.full(got, ingest_ms, dtype=np.int64))
+        ingest = pa.array(served_ms(resp))
         table = table.append_column(OFFSET, offsets).append_column(INGEST_TS, ingest)
         if table.schema.types != schema.types:
             table = table.cast(schema)

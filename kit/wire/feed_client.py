@@ -16,10 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from kit.wire.connection import FrameClient, FrameConnection
 from kit.wire.protocol import DriverError, decode_table, raise_for
+
+
+def served_ms(resp: dict) -> np.ndarray:
+    """Per row of a `read` response, the wall-clock ms at which the driver first served it (the
+    header's `served` runs)."""
+    runs = resp.get("served")
+    if runs is None:
+        raise DriverError("read response: no `served` runs (a driver of another cepkit version?)")
+    if not runs:
+        return np.empty(0, dtype=np.int64)
+    lengths, times = zip(*runs)
+    out = np.repeat(np.asarray(times, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+    if len(out) != resp["rows"]:
+        raise DriverError(f"read response: served runs cover {len(out)} rows, not {resp['rows']}")
+    return out
 
 
 class DriverClient(FrameClient):

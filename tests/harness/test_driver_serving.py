@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kit.wire.feed_client import DriverClient
+from kit.wire.feed_client import DriverClient, served_ms
 from harness.config import DriverConfig
 from harness.dataset import iter_events, open_dataset
 from harness.playback import Driver
@@ -56,6 +56,21 @@ def test_released_ranges_read_again_identically_from_concurrent_clients(ticks):
             t.join()
         for (k, a, b), table in results.items():
             assert table.equals(whole.slice(a, b - a)), (k, a, b)
+
+
+def test_each_event_keeps_the_time_it_was_first_served(ticks):
+    with Driver(DriverConfig(ticks, speed=50.0, chunk_rows=1000, **FAST)) as drv:
+        assert drv.wait_finished(10)
+        with DriverClient(port=drv.port) as c:
+            _, middle = c.read_once(1500, 1600)
+            time.sleep(0.02)
+            _, around = c.read_once(1000, 2000)     # over a chunk border, around the range read first
+            _, again = c.read_once(1500, 1600)
+    (m,) = middle["served"]
+    assert m[0] == 100 and again["served"] == [m]
+    (a, b, c_) = around["served"]
+    assert (a[0], b, c_[0]) == (500, m, 400) and a[1] == c_[1] >= m[1] + 20
+    assert served_ms(around).tolist() == [a[1]] * 500 + [m[1]] * 100 + [a[1]] * 400
 
 
 def test_reading_beyond_the_released_offset(ticks):
