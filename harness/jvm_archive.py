@@ -159,20 +159,26 @@ def _jvm_writing(path: str) -> bool:
     return False
 
 
-def main(argv: list[str] | None = None) -> int:
+def setup_step(build, argv: list[str] | None, what: str, without: str, detail=lambda path: "") -> int:
+    """The setup script's entry for an optional cached JVM artifact (this archive, the quiet local
+    file system jar): build it (`--force` rebuilds), say where it is, or warn what runs without it."""
     args = sys.argv[1:] if argv is None else argv
     started = time.monotonic()
     try:
-        path = build_archive(force="--force" in args)
+        path = build(force="--force" in args)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        print(f"cepkit: warning: no JVM class archive ({e}); engine programs start without one", file=sys.stderr)
+        print(f"cepkit: warning: no {what} ({e}); {without}", file=sys.stderr)
         return 1
     if path is None:
-        print("cepkit: warning: no Java or PySpark, so no JVM class archive", file=sys.stderr)
+        print(f"cepkit: warning: no Java or PySpark, so no {what}", file=sys.stderr)
         return 1
-    print(f"JVM class archive: {path} ({path.stat().st_size / 2**20:,.0f} MiB, "
-          f"{time.monotonic() - started:.0f} s)", file=sys.stderr)
+    print(f"{what}: {path} ({detail(path)}{time.monotonic() - started:.0f} s)", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return setup_step(build_archive, argv, "JVM class archive", "engine programs start without one",
+                      lambda path: f"{path.stat().st_size / 2**20:,.0f} MiB, ")
 
 
 if __name__ == "__main__":

@@ -25,11 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
-from harness.jvm_archive import cache_dir, java_version, pyspark_version
+from harness.jvm_archive import cache_dir, java_version, pyspark_version, setup_step
 
 SOURCE = Path(__file__).parent / "java" / "QuietLocalFileSystem.java"
 CLASS_NAME = "cepkit.spark.QuietLocalFileSystem"
@@ -111,19 +110,8 @@ def local_fs_settings(spark_conf: tuple[tuple[str, str], ...], master: str, pyth
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    started = time.monotonic()
-    try:
-        path = build_jar(force="--force" in args)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        print(f"cepkit: warning: no quiet local file system for Spark ({e}); engine runs spawn a process per "
-              "checkpoint file", file=sys.stderr)
-        return 1
-    if path is None:
-        print("cepkit: warning: no Java or PySpark, so no quiet local file system", file=sys.stderr)
-        return 1
-    print(f"quiet local file system for Spark: {path} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
-    return 0
+    return setup_step(build_jar, argv, "quiet local file system for Spark",
+                      "engine runs spawn a process per checkpoint file")
 
 
 if __name__ == "__main__":

@@ -100,9 +100,6 @@ class Layout:
                 self.bucket_of[code[s]], self.local_of[code[s]] = b.index, j
         self._value_set = pa.array(self.symbols, pa.string())
 
-    def with_keys(self, keys) -> "Layout":
-        return Layout(self.strategies, len(self.buckets), tuple(keys))
-
     def partials(self, ticks: pa.Table) -> pa.Table:
         """A partition's ticks (TICK_COLUMNS, any row order) as aggregate and clock rows."""
         n = ticks.num_rows

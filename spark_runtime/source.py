@@ -21,7 +21,7 @@ partition's whole offset range as one Arrow table and returns a table of `T.sche
 the stream's schema. It must depend on nothing but its input (a batch read again after a restart
 gives the same rows). Why: rows that leave a Python source enter the JVM and, for a Python
 function downstream, leave it again as Arrow; on these machines that round trip cost ~2.5 µs per
-event (spark_runtime/pairs_plan.py measures it), far more than a vectorized reduction of the
+event (specs/TRANSLATION.md, "Where a Pairs batch's time goes"), far more than a vectorized reduction of the
 events in the worker that already holds them. The Pairs plan reduces ticks to a few partial
 aggregates this way.
 
@@ -245,8 +245,11 @@ def driver_stream(spark, host: str, port: int, transform=None, **options):
         source = type(f"DriverSource_{transform.name}", (DriverSource,),
                       {"transform": transform, "name": classmethod(lambda cls: fmt)})
     spark.dataSource.register(source)
-    with DriverClient(host, int(port)) as client:
-        schema = transform.schema if transform is not None else source_schema(client.schema)
+    if transform is not None:
+        schema = transform.schema
+    else:
+        with DriverClient(host, int(port)) as client:
+            schema = source_schema(client.schema)
     opts = {"host": host, "port": str(int(port)), **{k: str(v) for k, v in options.items()}}
     SourceOptions.parse(opts)       # a bad option fails here, in one line, not inside Spark
     return spark.readStream.format(fmt).schema(spark_ddl(schema)).options(**opts).load()
