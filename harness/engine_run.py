@@ -22,11 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.engine_process import EngineProcess, last_error_line
-from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, executor_jvms, find_program
-from harness.jvm_archive import driver_java_options
-from harness.local_fs import local_fs_settings
-from harness.launch import (SUBMIT_SCRIPT, checkpoint_location, engine_conf, program_args, program_env,
-                            python_command, runtime_zip, spark_submit_command, submit_script)
+from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, find_program
+from harness.launch import checkpoint_location, program_args, program_env, runtime_zip
+from harness.runners import runner
 from harness.process import DriverProcess
 from harness.run_finish import finish_run, write_json
 from harness.resources import BacklogLog, ResourceSampler, now_ms
@@ -85,6 +83,7 @@ class _Run:
         self.output_log: Path | None = None
         self.class_archive: str | None = None
         self.local_fs_jar: str | None = None
+        self.script: Path | None = None
 
     # ---- start ---------------------------------------------------------------------------------
 
@@ -103,24 +102,22 @@ class _Run:
         args = program_args(spec, self.driver.port, self.sink.port, checkpoint_location(spec, spec.run_dir),
                             runtime_zip(spec))
         self.env = program_env(spec)
-        submit = spark_submit_command(spec, args, engine_conf(spec))
-        script = spec.run_dir / SUBMIT_SCRIPT
-        atomic_write(script, submit_script(submit, self.env))
+        launch = runner(spec.engine).launch(spec, args, self.env)
+        script = spec.run_dir / launch.script_name
+        atomic_write(script, launch.script)
         script.chmod(0o755)
-        conf = engine_conf(spec)
-        if spec.jvm_class_archive:
-            conf, self.class_archive = driver_java_options(conf, spec.python)
-        if spec.quiet_local_fs and spec.launch == "harness":
-            conf, fs_env, self.local_fs_jar = local_fs_settings(conf, spec.master, spec.python)
-            self.env = {**self.env, **fs_env}
-        self.command = python_command(spec, args, conf) if spec.launch == "harness" else submit
+        self.script = script
+        self.class_archive = launch.applied.get("jvm_class_archive")
+        self.local_fs_jar = launch.applied.get("local_fs_jar")
+        self.env = {**self.env, **launch.env}
+        self.command = launch.command
         write_json(logs / "command.json", self.command)
         self.timings["program_start_ms"] = now_ms()
         self.sampler = ResourceSampler(None, self.dirs["metrics"] / "resources.csv", extra=self._executors)
         if spec.launch == "harness":
             self._launch(attempt=1)
         elif self.on_event is not None:
-            self.on_event(f"waiting for the engine: run {script} (the harness feeds on port {self.driver.port}, "
+            self.on_event(f"waiting for the engine: run {self.script} (the harness feeds on port {self.driver.port}, "
                           f"collects on port {self.sink.port})")
         self.sampler.start()
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
@@ -132,8 +129,7 @@ class _Run:
 
     def _executors(self) -> list[int]:
         """The run's executor JVMs on this machine (a cluster's), sampled with the program."""
-        app_id = self._started_event().get("app_id") if self.program else None
-        return [p.pid for p in executor_jvms(app_id)] if app_id and self.spec.master.startswith("spark://") else []
+        return runner(self.spec.engine).sampled_extra(self.spec, self._started_event()) if self.program else []
 
     def _started_event(self) -> dict:
         return self.program.events.get("started", {}) if self.program else {}
@@ -170,7 +166,7 @@ class _Run:
         while self.client.stats()["offset_requests"] == 0:
             if time.monotonic() > deadline:
                 self._end("failed", f"no engine asked the feed for events within {self.spec.startup_timeout_s:g} s "
-                                    f"(run {self.spec.run_dir / SUBMIT_SCRIPT})")
+                                    f"(run {self.script})")
                 return False
             time.sleep(0.2)
         self.timings["engine_started_ms"] = now_ms()

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from harness.config import DriverConfig
 from kit.config import LAUNCHES
+from kit.engines import engine_name
 from kit.errors import CepkitError
 from kit.faults import Fault, check_faults
 from kit.outputlog import FORMATS
@@ -39,6 +40,7 @@ class EngineRunSpec:
     program: Path
     run_dir: Path
     driver: DriverConfig
+    engine: str = "spark"                      # kit.engines: which runner starts the program
     master: str = "local[*]"
     spark_conf: tuple[tuple[str, str], ...] = ()
     shuffle_partitions: int = 2
@@ -74,6 +76,10 @@ class EngineRunSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "program", Path(self.program))
         object.__setattr__(self, "run_dir", Path(self.run_dir))
+        try:
+            object.__setattr__(self, "engine", engine_name(self.engine))
+        except CepkitError as e:
+            raise _bad("engine", str(e)) from None
         if not isinstance(self.driver, DriverConfig):
             raise _bad("driver", f"must be a DriverConfig, got {type(self.driver).__name__}")
         conf = self.spark_conf.items() if isinstance(self.spark_conf, Mapping) else self.spark_conf
@@ -117,10 +123,12 @@ class EngineRunSpec:
             check_faults(faults, self.master, self.launch)
         except CepkitError as e:
             raise _bad("faults", str(e)) from None
+        if faults and self.engine != "spark":
+            raise _bad("faults", f"injected faults kill Spark's JVMs; the {self.engine} engine has none to kill yet")
         object.__setattr__(self, "faults", faults)
 
     def to_dict(self) -> dict:
-        return {"program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
+        return {"engine": self.engine, "program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
                 "master": self.master, "spark_conf": dict(self.spark_conf),
                 "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
                 "source_partitions": self.source_partitions, "output_format": self.output_format,

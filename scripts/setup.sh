@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up cepkit on a fresh Debian-like machine: Python >= 3.11 with venv, the package and its
 # dev dependencies in ./.venv, and a Java 17 runtime (Spark needs it). Safe to run repeatedly.
-# With --test it also installs what only the tests need: Chromium (to check the HTML report renders)
-# and PostgreSQL with its JDBC driver (the J3 join runs against a private server).
+# With --test it also installs what only the tests need: Chromium (to check the HTML report renders),
+# PostgreSQL with its JDBC driver (the J3 join runs against a private server) and the Flink engine's
+# environment. With --engine flink it makes only that environment (.venv-flink: PyFlink and its pins,
+# scripts/flink-requirements.txt); cepkit does this by itself the first time a Flink run is asked for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +26,20 @@ find_python() {
   return 1
 }
 
+# The Flink engine's own virtual environment (PyFlink's pins clash with PySpark's).
+flink_env() {
+  local want
+  want=$(sha256sum scripts/flink-requirements.txt | cut -d' ' -f1)
+  if [ "$(cat .venv-flink/.cepkit-installed 2>/dev/null)" = "$want" ]; then return 0; fi
+  say "creating .venv-flink for the Flink engine (apache-flink, ~350 MB; once)"
+  rm -rf .venv-flink
+  "$PY" -m venv .venv-flink
+  .venv-flink/bin/python -m pip install -q --upgrade pip
+  .venv-flink/bin/python -m pip install -q -r scripts/flink-requirements.txt
+  echo "$want" > .venv-flink/.cepkit-installed
+  say "flink: $(.venv-flink/bin/python -c 'import importlib.metadata as m; print(m.version("apache-flink"))')"
+}
+
 PY=$(find_python) || { apt_install python3 python3-venv python3-pip && PY=$(find_python); } || {
   say "error: Python >= 3.11 not found and could not be installed"; exit 1; }
 
@@ -34,6 +50,14 @@ if [ ! -x .venv/bin/python ]; then
     apt_install python3-venv || { say "error: '$PY -m venv' failed; install python3-venv"; exit 1; }
     "$PY" -m venv .venv
   fi
+fi
+
+if [ "${1:-}" = "--engine" ]; then
+  case "${2:-}" in
+    flink) flink_env; exit 0 ;;
+    spark) ;;   # the main environment, below
+    *) say "error: --engine: spark or flink, got '${2:-}'"; exit 2 ;;
+  esac
 fi
 
 stamp=.venv/.cepkit-installed
@@ -64,6 +88,7 @@ fi
 if [ "${1:-}" = "--test" ] && ! ls /usr/share/java/postgresql*.jar >/dev/null 2>&1; then
   apt_install libpostgresql-jdbc-java || { say "error: the tests need Debian's libpostgresql-jdbc-java (J3)"; exit 1; }
 fi
+if [ "${1:-}" = "--test" ]; then flink_env; fi
 # Hadoop's local file system without a child process per checkpoint file (harness/local_fs.py); optional.
 .venv/bin/python -m harness.local_fs || say "continuing without the quiet local file system"
 # Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.

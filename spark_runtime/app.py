@@ -43,12 +43,12 @@ import pyarrow.compute as pc
 from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 from kit.wire.sink_client import SinkClient
-from spark_runtime.events import emit, one_line
+from runtime_common.events import emit, one_line
+from runtime_common.outputs import STREAM_COLUMN, split_streams
 from spark_runtime.source import driver_stream
 from spark_runtime.watch import Restarter, watch
 
 STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-STREAM_COLUMN = "stream"
 BuildResult = tuple  # (DataFrame, {stream: [columns]})
 
 
@@ -161,28 +161,6 @@ def _check_build_result(result) -> tuple[object, dict[str, list[str]], object]:
         if missing:
             raise CepkitError(f"build(): stream {name}: column(s) {', '.join(missing)} not in the DataFrame")
     return df, streams, stage
-
-
-def split_streams(table: pa.Table, streams: Mapping[str, Sequence[str]]) -> dict[str, pa.Table]:
-    """One micro-batch's output split by its `stream` column, each with its stream's columns.
-    Streams without rows are left out; a row of an unknown stream is an error."""
-    if table.num_rows == 0:
-        return {}
-    col = table.column(STREAM_COLUMN)
-    if col.null_count:
-        raise CepkitError(f"build(): {col.null_count} output row(s) have a null {STREAM_COLUMN!r}")
-    unknown = set(pc.unique(col).to_pylist()) - set(streams)
-    if unknown:
-        raise CepkitError(f"build(): rows for unknown stream(s) {sorted(unknown)} (known: {', '.join(streams)})")
-    if len(streams) == 1:
-        (name, cols), = streams.items()
-        return {name: table.select(list(cols))}
-    out = {}
-    for name, cols in streams.items():
-        part = table.filter(pc.equal(col, name))
-        if part.num_rows:
-            out[name] = part.select(list(cols))
-    return out
 
 
 class _StopRequested(BaseException):

@@ -11,8 +11,8 @@ value states of Spark's RocksDB state store, checkpointed with every micro-batch
 Plans (specs/TRANSLATION.md):
 - "keyed" (default): each source partition reduces its ticks to partial aggregates per
   (granule, symbol) and clock rows where it reads them (a partition transform of the source,
-  spark_runtime/pairs_partials.py), so no tick is shuffled; the few partial rows go through one
-  shuffle to buckets of strategies (whole correlated pairs, spark_runtime/pairs_bucket.py), one
+  runtime_common/pairs_partials.py), so no tick is shuffled; the few partial rows go through one
+  shuffle to buckets of strategies (whole correlated pairs, runtime_common/pairs_bucket.py), one
   state key each, whose key values are picked to land on different shuffle partitions, so the
   strategies of a batch run in parallel tasks;
 - "shared": every tick goes to one key that serves all strategies (one task): the shape of the
@@ -35,8 +35,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from spark_runtime.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, STATE_RECORDS, PairsBucket
-from spark_runtime.pairs_partials import PARTIAL_SCHEMA, TICK_COLUMNS, Layout
+from runtime_common.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, STATE_RECORDS, PairsBucket
+from runtime_common.pairs_partials import PARTIAL_SCHEMA, TICK_COLUMNS, Layout
 
 PLANS = ("keyed", "shared", "per-strategy")
 # Engine settings a Pairs program asks for (specs/TRANSLATION.md, "Where a batch's time goes"):

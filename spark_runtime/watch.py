@@ -3,7 +3,7 @@ restarts, and stopping between batches.
 
 The program's main loop (`watch`) polls the query and the driver until every released event has
 been consumed and the query is quiet, the query fails, or a signal asks to stop. What it sees
-goes to stdout as events (spark_runtime/events.py).
+goes to stdout as events (runtime_common/events.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from kit.wire.feed_client import DriverClient
-from spark_runtime.events import emit, one_line
+from runtime_common.events import emit, one_line
 
 POLL_S = 0.2
 PROGRESS_EVERY_S = 1.0

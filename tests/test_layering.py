@@ -110,7 +110,7 @@ def _programs(engine: str, tmp_path: Path) -> list[Path]:
     """A Pairs program per plan and a micro program per quick suite's workloads, written to tmp_path."""
     from translators.registry import engine_module
     from translators.request import PairsTranslation
-    from translators.spark_micro import MicroTranslation
+    from translators.request import MicroTranslation
 
     translator = engine_module(engine)
     strategies = StrategySet(1, 7, (PairsStrategy("st_00001", "u_00001", 1_000_000, "SYMA", "SYMB", 5, 5, 1.2, 0.1),))

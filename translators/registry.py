@@ -8,12 +8,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from kit.engines import ENGINES
-from kit.errors import CepkitError
+from kit.engines import ENGINES, engine_name
 
 
 def engine_module(name: str) -> ModuleType:
     """The translator module of engine `name` (translate_pairs, translate_micro)."""
-    if name not in ENGINES:
-        raise CepkitError(f"engine {name!r} is not known; known engines: {', '.join(sorted(ENGINES))}")
-    return importlib.import_module(ENGINES[name].translator)
+    return importlib.import_module(ENGINES[engine_name(name)].translator)

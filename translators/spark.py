@@ -13,7 +13,7 @@ from kit import __version__
 from translators.render import render
 from translators.request import PairsTranslation
 
-ENGINE = "pyspark"
+ENGINE = "spark"
 
 
 def translate_pairs(req: PairsTranslation) -> str:

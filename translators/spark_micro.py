@@ -10,77 +10,16 @@ J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it 
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from pathlib import Path
-
 from kit import __version__
-from kit.config import DATABASE_JOIN_PLANS, CORE_PLANS, TIME_WINDOW_PLANS
 from kit.errors import CepkitError
-from kit.manifest import load_manifest
 from kit.outputlog import INGEST_TS
-from kit.workload import Suite, Workload, read_spec
 from translators.micro_literal import query_literal
 from translators.render import render
+from translators.request import MicroTranslation
 
 # The query kinds that run as a core of spark_runtime/micro_cores/ in the stateful operator.
 STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
-
-
-@dataclass(frozen=True)
-class MicroTranslation:
-    """A workload to translate. `table_path` is the dataset's join table (a Parquet file) when a
-    query joins with it in memory; `source_name`/`source_sha256` only label the program."""
-
-    workload: Workload
-    table_path: Path | None = None
-    source_name: str = "<memory>"
-    source_sha256: str = ""
-    time_windows: str = "core"
-    database_join: str = "lookup"
-    cores: str = "by-kind"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.workload, Workload):
-            raise CepkitError("workload: must be a Workload")
-        if self.time_windows not in TIME_WINDOW_PLANS:
-            raise CepkitError(f"time_windows: must be one of {', '.join(TIME_WINDOW_PLANS)}, got {self.time_windows!r}")
-        if self.database_join not in DATABASE_JOIN_PLANS:
-            raise CepkitError(f"database_join: must be one of {', '.join(DATABASE_JOIN_PLANS)}, "
-                              f"got {self.database_join!r}")
-        if self.cores not in CORE_PLANS:
-            raise CepkitError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
-        if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
-            raise CepkitError(f"{self.table_path}: the join table must be a Parquet file for the PySpark translation")
-
-    @classmethod
-    def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
-                   time_windows: str = "core", database_join: str = "lookup",
-                   cores: str = "by-kind") -> "MicroTranslation":
-        """From a Workload file, or a Suite file and the name of one of its workloads."""
-        spec_xml = Path(spec_xml)
-        spec = read_spec(spec_xml)
-        if isinstance(spec, Suite):
-            names = [w.name for w in spec.workloads]
-            if workload_name is None and len(names) > 1:
-                raise CepkitError(f"{spec_xml}: a suite of {len(names)} workloads; name one ({', '.join(names)})")
-            name = workload_name or names[0]
-            if name not in names:
-                raise CepkitError(f"{spec_xml}: no workload {name!r} (has {', '.join(names)})")
-            spec = spec.workload(name)
-        if not isinstance(spec, Workload):
-            raise CepkitError(f"{spec_xml}: not a workload or suite spec")
-        return cls(spec, table_of(dataset_dir) if dataset_dir else None,
-                   spec_xml.name + (f"#{spec.name}" if workload_name else ""),
-                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join,
-                   cores)
-
-
-def table_of(dataset_dir: Path) -> Path | None:
-    """The join table of a micro dataset (datagen-micro.md), or None."""
-    table = load_manifest(dataset_dir).table
-    return table.path.resolve() if table is not None else None
 
 
 def output_fields(literals: list[dict]) -> list[str]:

@@ -32,6 +32,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("micro", "cepkit_app.cli.micro_cmd", "run microbenchmark suites end to end: data, queries, engine, validation"),
     ("translate", "cepkit_app.cli.translate_cmd", "compile a workload spec into a runnable engine program (no engine started)"),
     ("validate", "cepkit_app.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
+    ("compare", "cepkit_app.cli.compare_cmd", "compare finished runs side by side, one column per engine: table and charts"),
     ("cluster", "cepkit_app.cli.cluster_cmd", "start, inspect or stop a Spark standalone cluster on this machine"),
 )
 
@@ -59,13 +60,15 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 
 # (argparse dest, config key) of the options every engine-running command shares (add_engine_options).
-ENGINE_FLAGS = (("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch"))
+ENGINE_FLAGS = (("engine", "run.engine"), ("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch"))
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """The options of the commands that run an engine: where, with which faults, started by whom."""
+    """The options of the commands that run an engine: which, where, with which faults, started by whom."""
     from kit.config import LAUNCHES
+    from kit.engines import ENGINE_NAMES
 
+    add_engine_choice(parser, f"the engine under test: {', '.join(ENGINE_NAMES)} (run.engine, default spark)")
     parser.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*]; "
                                                         "spark://HOST:PORT for a cluster, see `cepkit cluster`)")
     parser.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
@@ -75,6 +78,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch", choices=LAUNCHES,
                         help="who starts the engine: the harness (default), or you (external: the harness feeds, "
                              "writes engine/spark-submit.sh and waits for it) (run.launch)")
+
+
+def add_engine_choice(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--engine", metavar="NAME", help=help_text)
 
 
 def command_config(args: argparse.Namespace, flags: tuple[tuple[str, str], ...] = ()):

@@ -43,16 +43,60 @@ FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "
 
 
 def run(args: argparse.Namespace) -> int:
+    from kit.engines import engine_list
+
+    engines = engine_list(args.engine) if args.engine else ()
+    if len(engines) > 1:
+        return run_side_by_side(args, engines)
+    if engines:
+        args.engine = engines[0]
+    return run_one(args)
+
+
+def _stem(config) -> str:
+    p, r = config.pairs, config.run
+    return f"pairs-sf{p.scale_factor}-{p.rate.profile}{'-quick' if p.rate.quick else ''}-{r.plan}-" \
+           f"{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_side_by_side(args: argparse.Namespace, engines: tuple[str, ...]) -> int:
+    """`--engine spark,flink`: the same dataset and strategies on each engine in turn, one run
+    directory each under one parent, then `cepkit compare` over them (RUN/compare/compare.html)."""
+    import copy
+
+    from cepkit_app.cli.progress import console
+    from kit.atomic import check_parent
+    from kit.paths import fresh_path
+    from validator.compare_page import write_comparison
+
+    config = command_config(args, tuple(f for f in FLAGS if f[0] != "engine"))
+    parent = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), "compare-" + _stem(config))
+    check_parent(parent)
+    parent.mkdir(parents=True)
+    con = console()
+    codes, runs = [], []
+    for i, engine in enumerate(engines):
+        one = copy.copy(args)
+        one.engine, one.out = engine, str(parent / engine)
+        if i > 0:       # the first engine's inputs, so the engines answer the very same questions
+            one.data, one.strategies, one.strategy_limit, one.no_verify = \
+                str(runs[0] / "data") if args.data is None else args.data, str(runs[0] / "strategies.xml"), None, True
+        con.print(f"[bold]== {engine}[/]")
+        codes.append(run_one(one))
+        runs.append(parent / engine)
+    report = write_comparison(runs, parent / "compare")
+    con.print(f"side by side: {report}")
+    return max(codes)
+
+
+def run_one(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console, progress_bar, run_progress
     from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
     from kit.atomic import check_parent
     from kit.paths import fresh_path
 
     config = command_config(args, FLAGS)
-    p, r = config.pairs, config.run
-    stem = f"pairs-sf{p.scale_factor}-{p.rate.profile}{'-quick' if p.rate.quick else ''}-{r.plan}-" \
-           f"{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), stem)
+    run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), _stem(config))
     check_parent(run_dir)       # one line, before any work, if --out cannot be created there
     req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
                           Path(args.strategies) if args.strategies else None, args.strategy_limit,

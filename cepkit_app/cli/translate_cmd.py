@@ -71,7 +71,7 @@ def run_pairs(args: argparse.Namespace) -> int:
 def run_micro(args: argparse.Namespace) -> int:
     from cepkit_app.cli.querygen_cmd import shipped_suite_file
     from translators.registry import engine_module
-    from translators.spark_micro import MicroTranslation
+    from translators.request import MicroTranslation
 
     config = command_config(args, (("engine", "run.engine"),))
     engine = config.run.engine

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec
+from harness.environments import engine_python
 from kit.config import Config
 from kit.engines import ENGINES
 from kit.faults import parse_faults
@@ -17,12 +18,13 @@ from kit.faults import parse_faults
 
 def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverConfig, output_schemas: dict,
                     mean_eps: float | None, extra_conf: tuple[tuple[str, str], ...] = (),
-                    env: tuple[tuple[str, str], ...] = ()) -> EngineRunSpec:
+                    env: tuple[tuple[str, str], ...] = (), say=None) -> EngineRunSpec:
     """The harness run of a generated program with the `[run]` settings; q^b from the mean
-    release rate (`RunConfig.backlog_limit_events`)."""
+    release rate (`RunConfig.backlog_limit_events`). The program runs in its engine's Python
+    environment (made on first use, `say` hears about it: harness/environments.py)."""
     r = cfg.run
     return EngineRunSpec(
-        program=program, run_dir=run_dir, driver=dataclasses.replace(driver, host=r.feed_bind), master=r.master,
+        engine=r.engine, python=engine_python(r.engine, say=say), program=program, run_dir=run_dir, driver=dataclasses.replace(driver, host=r.feed_bind), master=r.master,
         spark_conf=(("spark.driver.memory", r.driver_memory), *extra_conf,
                     *(tuple(item.split("=", 1)) for item in r.spark_conf)),     # the user's come last
         shuffle_partitions=r.shuffle_partitions, source_partitions=r.source_partitions,

@@ -42,7 +42,7 @@ from kit.workload import (Suite, TableJoin, TimeWindowAggregation, TwoLevelAggre
                           write_spec)
 from translators.output import write_program
 from translators.registry import engine_module
-from translators.spark_micro import MicroTranslation, table_of
+from translators.request import MicroTranslation, table_of
 from validator.latency import latency_stats
 from validator.micro_run import validate_micro_run
 from validator.report import format_text_report

@@ -158,7 +158,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     stage(f"run: {len(translation.strategies)} strategies on {cfg.run.master}, {_replay_text(cfg, manifest)}")
     spec = engine_run_spec(cfg, program, run / "engine", driver_config(cfg, data),
                            {"Indicator": INDICATOR.arrow_schema(), "MarketOrder": MARKET_ORDER.arrow_schema()},
-                           mean_release_eps(cfg, manifest))
+                           mean_release_eps(cfg, manifest), say=stage)
     result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
     if result.status != "completed":      # an unsustainable run's partial output proves nothing

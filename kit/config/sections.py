@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kit import tomlio
 from kit.config.limits import FieldError, check_values, choice, memory_mib, need, positive
-from kit.engines import ENGINE_NAMES
+from kit.engines import ALIASES, ENGINE_NAMES
 from kit.errors import CepkitError
 from kit.faults import check_faults, parse_faults
 from kit.records import FILE_FORMATS
@@ -155,7 +155,8 @@ class RunConfig:
       profile's basis rate for `backlog_grace_s` seconds.
     """
 
-    engine: str = "pyspark"
+    # The engine under test (kit/engines.py): "spark" or "flink" ("pyspark" is read as "spark").
+    engine: str = "spark"
     # Pairs plan (specs/TRANSLATION.md): "keyed" (strategy state over many keys), "shared" (one key),
     # "per-strategy" (one pipeline per strategy).
     plan: str = "keyed"
@@ -212,6 +213,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_values(self)              # every number finite and within LIMITS["RunConfig"]
+        if isinstance(self.engine, str):
+            object.__setattr__(self, "engine", ALIASES.get(self.engine, self.engine))
         choice(self, "engine", ENGINE_NAMES)
         need(memory_mib(self.driver_memory) is not None, "driver_memory",
               f"must be a size like 4g or 2048m, got {self.driver_memory!r}")

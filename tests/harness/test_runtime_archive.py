@@ -15,7 +15,7 @@ from kit.shipped import suite_path
 from kit.workload import PairsStrategy, StrategySet, read_suite
 from translators.registry import engine_module
 from translators.request import PairsTranslation
-from translators.spark_micro import MicroTranslation
+from translators.request import MicroTranslation
 
 SPARK = ENGINES["pyspark"].runtime_packages
 

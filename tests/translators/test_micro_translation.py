@@ -23,7 +23,8 @@ from kit.workload.suite import Dataset, Load, Workload
 from translators.output import write_program
 from kit.engines import ENGINES
 from translators.registry import engine_module
-from translators.spark_micro import MicroTranslation, output_fields
+from translators.request import MicroTranslation
+from translators.spark_micro import output_fields
 from translators.micro_literal import query_literal
 from validator.micro_reference import expected_for_dataset
 from validator.micro_run import validate_micro_run

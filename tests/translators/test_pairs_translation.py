@@ -12,7 +12,7 @@ import pytest
 from kit.errors import CepkitError
 from kit.workload import PairsStrategy, StrategySet, load_aux
 from querygen.strategies import strategies_for
-from spark_runtime.pairs_partials import Layout
+from runtime_common.pairs_partials import Layout
 from translators.output import write_program
 from kit.config import PLANS
 from kit.engines import ENGINES

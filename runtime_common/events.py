@@ -22,7 +22,7 @@ def one_line(text: str, limit: int = 500) -> str:
         return "unknown error"
     pattern = re.compile(r"((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.+)")
     found = [m for m in (pattern.search(ln) for ln in lines) if m]
-    ours = [m for m in found if m.group(1).startswith(("spark_runtime.", "kit.")) or "Cepkit" in m.group(1)]
+    ours = [m for m in found if m.group(1).startswith(("spark_runtime.", "flink_runtime.", "runtime_common.", "kit.")) or "Cepkit" in m.group(1)]
     pick = ours[-1] if ours else None
     if pick is None:
         pyside = [m for m in found if not m.group(1).startswith(("org.", "java.", "scala.", "py4j."))]

@@ -13,7 +13,7 @@ column at a time over all rows (0 + r_1 = r_1 exactly, so rows with a shorter wi
 zeros before their first ratio), then divided by N; the population sd likewise.
 
 The state of a group (`BookState`) is a handful of arrays that the Spark operator stores as one
-typed value (spark_runtime/pairs_bucket.py); the strategies' parameters are the program's data.
+typed value (runtime_common/pairs_bucket.py); the strategies' parameters are the program's data.
 """
 
 from __future__ import annotations

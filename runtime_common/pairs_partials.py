@@ -22,7 +22,7 @@ All of it is order-independent (sums, counts, maxima and minima by offset), so t
 follows may deliver the rows in any order. `Layout` assigns the monitored symbols to buckets: a
 bucket is a set of whole connected components of the "strategy watches symbol" graph (a
 correlated pair and its strategies, for generated workloads), balanced by size; each bucket is
-one state key of the Spark operator (spark_runtime/pairs_bucket.py holds its logic).
+one state key of the Spark operator (runtime_common/pairs_bucket.py holds its logic).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_runtime.pairs_strategies import Strategy
+from runtime_common.pairs_strategies import Strategy
 
 # The rows the pre-aggregation emits (the Spark plan's shuffle input), both kinds in one schema.
 PARTIAL_FIELDS = (("key", pa.int32()), ("granule", pa.int64()), ("code", pa.int32()), ("cnt", pa.int64()),

@@ -1,4 +1,4 @@
-"""A bucket of Pairs strategies over micro-batches of partial rows (spark_runtime/pairs_bucket.py,
+"""A bucket of Pairs strategies over micro-batches of partial rows (runtime_common/pairs_bucket.py,
 fed by pairs_partials.py) gives exactly the reference answers, however the ticks are cut into
 batches and source partitions and the strategies into buckets, with its state stored and read
 back between batches as Spark stores it; and a commit writes only the records that changed."""
@@ -15,8 +15,8 @@ import pytest
 
 from kit.workload import load_aux
 from querygen.strategies import strategies_for
-from spark_runtime.pairs_bucket import OUT_COLUMNS, DictStore, PairsBucket, decode, encode
-from spark_runtime.pairs_partials import Layout
+from runtime_common.pairs_bucket import OUT_COLUMNS, DictStore, PairsBucket, decode, encode
+from runtime_common.pairs_partials import Layout
 from tests.pairs_trace import EXPECTED_INDICATORS, EXPECTED_ORDERS, STRATEGY_ROW, T0, trace_rows
 from validator.pairs_reference import StrategyParams, compute_reference
 

@@ -1,4 +1,4 @@
-"""Ticks to partial aggregates (spark_runtime/pairs_partials.py): buckets of whole pairs, and per
+"""Ticks to partial aggregates (runtime_common/pairs_partials.py): buckets of whole pairs, and per
 (granule, symbol) sums, counts and last prices plus clock rows that match a plain per-tick count,
 whatever the row order."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from spark_runtime.pairs_partials import PARTIAL_SCHEMA, Layout
+from runtime_common.pairs_partials import PARTIAL_SCHEMA, Layout
 
 
 def _st(i, s1, s2, period=5, n=5):

@@ -1,6 +1,6 @@
 """One bucket of Pairs strategies over a micro-batch of partial aggregates: plain numpy, no Spark.
 
-A bucket (spark_runtime/pairs_partials.py) is one key of the Spark operator: some whole
+A bucket (runtime_common/pairs_partials.py) is one key of the Spark operator: some whole
 correlated pairs, their symbols and their strategies. Per micro-batch it receives its symbols'
 aggregate rows and every clock row (both per granule, from every source partition) and:
 
@@ -8,7 +8,7 @@ aggregate rows and every clock row (both per granule, from every source partitio
    period of some period length P (PAIRS_SEMANTICS.md section 2: the first tick of a later period
    of any symbol), it closes the open period of every such P: the strategies of that P step over
    the period's per-symbol sums and counts and the last trade prices at the closing tick
-   (spark_runtime/pairs_strategies.py);
+   (runtime_common/pairs_strategies.py);
 2. adds the granule's aggregates to the open period of every P and moves the last prices on.
 
 Its state is split by how often it changes, so a commit writes only what changed:
@@ -32,8 +32,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from spark_runtime.pairs_partials import Bucket
-from spark_runtime.pairs_strategies import Book, BookState, ClosedPeriod, Outputs
+from runtime_common.pairs_partials import Bucket
+from runtime_common.pairs_strategies import Book, BookState, ClosedPeriod, Outputs
 
 # One output row type for both streams: `stream` says which; each stream keeps its own columns.
 OUTPUT_STREAMS = {

@@ -1,4 +1,4 @@
-"""The strategies of one period length (spark_runtime/pairs_strategies.py), vectorized over the
+"""The strategies of one period length (runtime_common/pairs_strategies.py), vectorized over the
 strategies, against hand-computed closes: each case names the rule of specs/PAIRS_SEMANTICS.md it
 pins. The doubles must be bit-for-bit the spec's recipe (the validator's reference computes it)."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from spark_runtime.pairs_strategies import FLAT, LONG_SHORT, SHORT_LONG, Book, ClosedPeriod, Outputs, Strategy
+from runtime_common.pairs_strategies import FLAT, LONG_SHORT, SHORT_LONG, Book, ClosedPeriod, Outputs, Strategy
 from validator.pairs_reference import _window_stats
 
 A, B, C, D = "AAAAAA", "BBBBBB", "CCCCCC", "DDDDDD"

@@ -1,0 +1,14 @@
+"""cepkit's runtime for Apache Flink (PyFlink): the cepkit package a generated Flink program imports.
+
+- app.py: `run_app(build, ...)`, the program's main: Flink's local mini-cluster with event time
+  and checkpoints, the job `build` describes, submitted and watched to the end of the run;
+- feed.py: the harness's feed as a stream (a keyed puller driven by Flink's datagen source);
+- emitter.py: output rows to the harness sink from the job's last Python operator;
+- tables.py: the feed's events as a table with an event-time attribute and watermarks;
+- pairs.py: the Pairs plans (the engine-neutral logic of runtime_common in keyed functions);
+- micro.py: the microbenchmark query kinds in Flink SQL (and Python where SQL cannot say it).
+
+It imports pyflink, pandas, pyarrow, numpy (and psycopg for J3), of cepkit only runtime_common
+and kit's records, output-log names, errors and wire (tests/test_layering.py checks it). It runs
+in the Flink environment (`.venv-flink`, scripts/setup.sh --engine flink), never in cepkit's own.
+"""

@@ -1,0 +1,267 @@
+"""The runtime every generated PyFlink engine program calls: `run_app(build, app_name=...)`.
+
+A program defines `build(job)` and ends with `raise SystemExit(run_app(build, app_name="..."))`.
+`run_app` parses the harness's arguments (the same as a Spark program's, specs/ENGINES.md), starts
+Flink's local mini-cluster through PyFlink with event time, checkpoints into `--checkpoint`, and
+hands `build` a `FlinkJob`: `job.feed()` is the harness's events as a DataStream
+(flink_runtime/feed.py), `job.tables` the StreamTableEnvironment, `job.output(table)` sends a
+Table's rows to the harness sink (flink_runtime/emitter.py). `build` returns the stream map
+`{stream: [columns]}`. The job is submitted asynchronously; stdout gets the same JSON lines as
+from a Spark program (`started`, `progress`, `finished` / `stopped` / `failed`).
+
+The end of a run. A Flink streaming job over an unbounded feed never ends by itself, and ending
+its input would make Flink fire every open window (end of input is a final watermark), which the
+semantics forbid (specs/SEMANTICS.md: nothing is emitted at the end of the input). So: once the
+driver has released every event and the feed has pulled them all, the program takes a savepoint:
+its barrier follows the last event through every operator, so when it completes every operator
+has processed every event. The watermark that the last event raises is emitted by the periodic
+watermark generator up to `pipeline.auto-watermark-interval` later, possibly behind that barrier,
+so a second savepoint, taken after that interval, completes only when the last watermark (and
+every window or pattern it fired) has gone through too. Then the emitters' last rows are flushed,
+and the program prints `finished` and cancels the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+
+from kit.errors import CepkitError
+from kit.wire.feed_client import DriverClient
+from kit.wire.sink_client import SinkClient
+from runtime_common.events import emit, one_line
+
+POLL_S = 0.2
+PROGRESS_S = 1.0
+# The periodic watermark generator's interval (ms): the end of a run waits this long twice.
+WATERMARK_INTERVAL_MS = 20
+# Flink settings every program gets (the program's own and the harness's --conf come after).
+FLINK_CONF = {
+    # Python operators hand their results to the JVM per bundle: small bundles, low latency.
+    "python.fn-execution.bundle.size": "1000",
+    "python.fn-execution.bundle.time": "10",
+    "pipeline.auto-watermark-interval": f"{WATERMARK_INTERVAL_MS} ms",
+    "execution.checkpointing.interval": "10 s",
+    "execution.checkpointing.mode": "EXACTLY_ONCE",
+    "state.backend.type": "hashmap",
+    "rest.bind-address": "127.0.0.1",
+    "taskmanager.memory.process.size": "2g",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="a cepkit engine program (Apache Flink through PyFlink)")
+    ap.add_argument("--driver", required=True, metavar="HOST:PORT", help="the cepkit driver to pull events from")
+    ap.add_argument("--sink", required=True, metavar="HOST:PORT", help="the harness sink to send outputs to")
+    ap.add_argument("--checkpoint", required=True, metavar="DIR", help="the job's checkpoint directory")
+    ap.add_argument("--master", default="local[*]",
+                    help="local[N]: Flink's local mini-cluster with parallelism N (local[*]: one per core)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Flink setting (repeatable)")
+    # Accepted so the harness starts every engine's program alike; Flink has no micro-batches.
+    ap.add_argument("--trigger-ms", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--shuffle-partitions", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--source-partitions", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--max-rows-per-batch", type=int, default=65536, help="most events the feed reads at once")
+    ap.add_argument("--py-files", default=None, help=argparse.SUPPRESS)
+    return ap
+
+
+def _host_port(flag: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise CepkitError(f"{flag}: expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def parallelism_of(master: str) -> int:
+    """local[N] -> N, local[*] / local -> the machine's cores."""
+    if master in ("local", "local[*]"):
+        return os.cpu_count() or 1
+    if master.startswith("local[") and master.endswith("]") and master[6:-1].isdigit() and int(master[6:-1]) > 0:
+        return int(master[6:-1])
+    raise CepkitError(f"--master: the Flink runtime runs Flink's local mini-cluster: local[N] or local[*], "
+                      f"got {master!r}")
+
+
+def _confs(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise CepkitError(f"--conf: expected KEY=VALUE, got {p!r}")
+        out[key.strip()] = value
+    return out
+
+
+class FlinkJob:
+    """What `build` gets: the environments, the feed and the outputs of one job."""
+
+    def __init__(self, env, tables, driver: tuple[str, int], sink: tuple[str, int], parallelism: int,
+                 max_rows: int):
+        self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
+        self.parallelism, self.max_rows = parallelism, max_rows
+        self.client = DriverClient(*driver)
+
+    def feed(self, transform=None, min_interval_ms: int = 0):
+        """The harness's events as a DataStream (flink_runtime/feed.py)."""
+        from flink_runtime.feed import feed_stream
+
+        return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows, min_interval_ms)
+
+    def output(self, table, streams: Mapping[str, Sequence[str]]) -> None:
+        """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink."""
+        from pyflink.common import Types
+
+        from flink_runtime.emitter import RowEmitter
+        from flink_runtime.tables import logical_columns
+
+        types = logical_columns(table)
+        schemas = {name: [(c, types[c]) for c in cols] for name, cols in streams.items()}
+        (self.tables.to_data_stream(table)
+            .flat_map(RowEmitter(*self.sink, dict(streams), schemas), output_type=Types.INT())
+            .name("cepkit sink: " + ", ".join(streams)))
+
+
+def make_job(args, flink_conf: Mapping[str, str] | None):
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+    parallelism = parallelism_of(args.master)
+    checkpoint = args.checkpoint if "://" in args.checkpoint else "file://" + os.path.abspath(args.checkpoint)
+    conf = Configuration()
+    settings = {**FLINK_CONF, "execution.checkpointing.dir": checkpoint,
+                "execution.checkpointing.savepoint-dir": checkpoint.rstrip("/") + "/savepoints",
+                "python.executable": sys.executable, "python.client.executable": sys.executable,
+                **(flink_conf or {}), **_confs(args.conf)}
+    for key, value in settings.items():
+        conf.set_string(key, str(value))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    tables = StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())
+    tables.get_config().set("table.local-time-zone", "UTC")
+    return env, tables, parallelism, settings
+
+
+class _StopRequested(BaseException):
+    """SIGTERM/SIGINT (BaseException: no `except Exception` swallows it)."""
+
+
+def _job_failed(client) -> str | None:
+    status = str(client.get_job_status().result())
+    if status.endswith("FAILED"):
+        try:
+            client.get_job_execution_result().result()
+        except Exception as e:  # noqa: BLE001 - the failure is what we report
+            return one_line(str(e))
+        return "the Flink job failed"
+    if status.endswith(("CANCELED", "FINISHED")):
+        return f"the Flink job ended by itself ({status.rsplit('.', 1)[-1]})"
+    return None
+
+
+def _savepoint(client, directory: str) -> None:
+    """A savepoint of the job, waited for (Flink's native format: the quickest to take)."""
+    from pyflink.java_gateway import get_gateway
+
+    native = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.NATIVE
+    client._j_job_client.triggerSavepoint(directory, native).get()
+
+
+def _sink_rows(sink: tuple[str, int]) -> int:
+    with SinkClient(*sink) as client:
+        return int(client.stats()["total_rows"])
+
+
+def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints: str) -> int:
+    """Follow the job until every event is through it (see the module doc); returns the exit code."""
+    last_progress, batches = 0.0, 0
+    while not stop.wait(POLL_S):
+        failed = _job_failed(client)
+        if failed:
+            emit("failed", message=failed)
+            return 1
+        stats = driver.stats()
+        now = time.monotonic()
+        if now - last_progress >= PROGRESS_S:
+            emit("progress", batch_id=batches, end_offset=stats["pulled"], duration_ms=0, input_rows=stats["pulled"])
+            last_progress, batches = now, batches + 1
+        if stats["finished"] and stats["pulled"] >= stats["total_events"]:
+            for _ in range(2):
+                time.sleep(2 * WATERMARK_INTERVAL_MS / 1000.0)
+                _savepoint(client, savepoints)
+            time.sleep(0.2)      # the emitters' flush threads hand over their last rows
+            emit("finished", batches=batches, output_rows=_sink_rows(sink), end_offset=stats["pulled"],
+                 last_batch_id=batches)
+            return 0
+    raise _StopRequested()
+
+
+def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | None = None,
+            argv: Sequence[str] | None = None) -> int:
+    """Run an engine program until the driver's events are all processed; 0 on success."""
+    args = _parser().parse_args(argv)
+    stop = threading.Event()
+    running = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+        if not running.is_set():
+            raise _StopRequested()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    try:
+        driver = _host_port("--driver", args.driver)
+        sink = _host_port("--sink", args.sink)
+        parallelism_of(args.master)
+        _confs(args.conf)
+    except CepkitError as e:
+        emit("failed", message=str(e))
+        print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
+        return 2
+
+    client = None
+    try:
+        env, tables, parallelism, settings = make_job(args, flink_conf)
+        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch)
+        streams = build(job)
+        if not isinstance(streams, Mapping) or not streams:
+            raise CepkitError("build(job) must return the stream map {stream: [columns]}")
+        client = env.execute_async(app_name)
+        # Started once the feed's puller has asked the driver for offsets: the job runs.
+        while job.client.stats()["offset_requests"] == 0:
+            failed = _job_failed(client)
+            if failed:
+                raise CepkitError(failed)
+            time.sleep(0.05)
+        running.set()
+        if stop.is_set():
+            raise _StopRequested()
+        from pyflink.version import __version__ as flink_version
+
+        emit("started", flink_version=flink_version, engine="flink", query_id=str(client.get_job_id()),
+             run_id=str(client.get_job_id()), pid=os.getpid(), master=args.master, parallelism=parallelism,
+             streams={k: list(v) for k, v in streams.items()})
+        return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"])
+    except _StopRequested:
+        running.set()
+        emit("stopped", batches=0, output_rows=0)
+        return 0
+    except Exception as e:  # noqa: BLE001 - reported as one line on stdout, in full on stderr
+        emit("failed", message=str(e) if isinstance(e, CepkitError) else one_line(str(e)))
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        return 1
+    finally:
+        if client is not None:
+            try:
+                client.cancel().result()
+            except Exception:  # noqa: BLE001 - the job may be over already
+                pass

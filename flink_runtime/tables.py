@@ -1,0 +1,52 @@
+"""Flink tables over the feed: the events as a table with an event-time attribute, and the types
+of a result table's columns as the emitter needs them.
+
+The feed's events enter as a DataStream of Rows (flink_runtime/feed.py); `events_table` turns
+them into a table with `rowtime` (the event's `TS` as TIMESTAMP_LTZ(3)) and a watermark of
+`rowtime - 1 ms`: the driver releases events in `TS` order (specs/DRIVER.md), so nothing is late,
+and a window [start, end) fires when an event with `TS >= end` has been seen, the way the
+semantics close a window (specs/SEMANTICS.md). Watermarks are emitted every
+`pipeline.auto-watermark-interval` (flink_runtime/app.py).
+"""
+
+from __future__ import annotations
+
+ROWTIME = "rowtime"
+_LOGICAL = {"INT": "int", "INTEGER": "int", "BIGINT": "long", "DOUBLE": "double", "STRING": "string",
+            "VARCHAR": "string", "CHAR": "string", "BOOLEAN": "boolean"}
+
+
+def logical_columns(table) -> dict[str, str]:
+    """{column: int | long | double | string | boolean} of a Table's resolved schema."""
+    schema = table.get_schema()
+    out = {}
+    for name, dtype in zip(schema.get_field_names(), schema.get_field_data_types()):
+        text = str(dtype).upper().replace(" NOT NULL", "")
+        base = text.split("(")[0].strip()
+        if base not in _LOGICAL:
+            raise ValueError(f"output column {name}: type {dtype} cannot go to the sink; cast it")
+        out[name] = _LOGICAL[base]
+    return out
+
+
+def events_table(job, stream, fields):
+    """The feed's event stream as a table with `rowtime` and its watermark (see the module doc).
+    `fields` are the feed's (name, Flink type) pairs (flink_runtime/feed.py `event_fields`)."""
+    from pyflink.table import DataTypes, Schema
+
+    sql_types = {"INT": DataTypes.INT(), "LONG": DataTypes.BIGINT(), "DOUBLE": DataTypes.DOUBLE(),
+                 "STRING": DataTypes.STRING(), "BOOLEAN": DataTypes.BOOLEAN()}
+    builder = Schema.new_builder()
+    for name, ftype in fields:
+        builder = builder.column(name, sql_types[_type_name(ftype)])
+    schema = (builder.column_by_expression(ROWTIME, "TO_TIMESTAMP_LTZ(TS, 3)")
+              .watermark(ROWTIME, f"{ROWTIME} - INTERVAL '0.001' SECOND").build())
+    return job.tables.from_data_stream(stream, schema)
+
+
+def _type_name(ftype) -> str:
+    text = repr(ftype).upper()
+    for name in ("INT", "LONG", "DOUBLE", "STRING", "BOOLEAN"):
+        if name in text:
+            return name
+    raise ValueError(f"no SQL type for {ftype!r}")

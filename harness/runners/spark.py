@@ -1,0 +1,28 @@
+"""The Spark runner: `python program.py ...` (the class archive and the quiet file system applied)
+or, by hand, `spark-submit` (engine/spark-submit.sh); a cluster's executors are sampled too."""
+
+from __future__ import annotations
+
+from harness.fault_injection import executor_jvms
+from harness.jvm_archive import driver_java_options
+from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, spark_submit_command, submit_script
+from harness.local_fs import local_fs_settings
+from harness.run_spec import EngineRunSpec
+from harness.runners import Launch
+
+
+def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
+    submit = spark_submit_command(spec, args, engine_conf(spec))
+    conf, applied, extra_env = engine_conf(spec), {}, {}
+    if spec.jvm_class_archive:
+        conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
+    if spec.quiet_local_fs and spec.launch == "harness":
+        conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
+    command = python_command(spec, args, conf) if spec.launch == "harness" else submit
+    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env), extra_env, applied)
+
+
+def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
+    """The run's executor JVMs on this machine (a standalone cluster's), sampled with the program."""
+    app_id = started.get("app_id")
+    return [p.pid for p in executor_jvms(app_id)] if app_id and spec.master.startswith("spark://") else []
