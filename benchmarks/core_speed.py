@@ -1,5 +1,5 @@
 """Speed of the microbenchmark cores on their own, without Spark: how many events per second each
-query kind's core (spark_runtime/micro_cores/) processes, so a Spark figure can be read against
+query kind's core (runtime_common/micro_cores/) processes, so a Spark figure can be read against
 what the Python inside the stateful operator costs.
 
 For the first workload of each stateful quick suite (or --workloads), a synthetic input at the
@@ -23,7 +23,7 @@ import pandas as pd
 
 from kit.shipped import suite_path
 from kit.workload import read_suite
-from spark_runtime.micro_cores import CORES, state_codec
+from runtime_common.micro_cores import CORES, state_codec
 from translators.micro_literal import query_literal
 
 SUITES = ("count-windows", "time-windows", "joins", "patterns")

@@ -43,6 +43,9 @@ PROGRESS_S = 1.0
 WATERMARK_INTERVAL_MS = 20
 # Flink settings every program gets (the program's own and the harness's --conf come after).
 FLINK_CONF = {
+    # Network buffers leave a task when full or after this long (Flink's default, 100 ms, per
+    # exchange: the feed's job has three or four exchanges, which made a 400 ms median latency).
+    "execution.buffer-timeout.interval": "5 ms",
     # Python operators hand their results to the JVM per bundle: small bundles, low latency.
     "python.fn-execution.bundle.size": "1000",
     "python.fn-execution.bundle.time": "10",

@@ -14,7 +14,9 @@ collide across instances.
 
 from __future__ import annotations
 
+import calendar
 import threading
+from datetime import timezone
 
 import pyarrow as pa
 from pyflink.datastream.functions import FlatMapFunction
@@ -24,7 +26,17 @@ from runtime_common.outputs import STREAM_COLUMN
 
 FLUSH_MS = 10
 _ARROW = {"int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string(),
-          "boolean": pa.bool_()}
+          "boolean": pa.bool_(), "timestamp_ms": pa.int64()}
+
+
+def epoch_ms(value) -> int | None:
+    """A Flink TIMESTAMP (a naive datetime in UTC: the jobs run with table.local-time-zone UTC) or
+    TIMESTAMP_LTZ as epoch milliseconds, in integers (no float rounding)."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc)
+    return calendar.timegm(value.utctimetuple()) * 1000 + value.microsecond // 1000
 
 
 def arrow_schema(columns) -> pa.Schema:
@@ -72,6 +84,8 @@ class RowEmitter(FlatMapFunction):
         if names is None:
             raise ValueError("RowEmitter: output rows must have named fields")
         at = {n: i for i, n in enumerate(names)}
+        self.timestamps = {s: [j for j, (_, t) in enumerate(self.schema_columns[s]) if t == "timestamp_ms"]
+                           for s in self.streams}
         return {"stream": at[STREAM_COLUMN], **{s: [at[c] for c in cols] for s, cols in self.streams.items()}}
 
     def flat_map(self, row):
@@ -81,6 +95,8 @@ class RowEmitter(FlatMapFunction):
             self.positions = self._positions(row)
         stream = row[self.positions["stream"]]
         values = tuple(row[i] for i in self.positions[stream])
+        if self.timestamps[stream]:
+            values = tuple(epoch_ms(v) if j in self.timestamps[stream] else v for j, v in enumerate(values))
         with self.lock:
             self.pending[stream].append(values)
         return []

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 ROWTIME = "rowtime"
 _LOGICAL = {"INT": "int", "INTEGER": "int", "BIGINT": "long", "DOUBLE": "double", "STRING": "string",
-            "VARCHAR": "string", "CHAR": "string", "BOOLEAN": "boolean"}
+            "VARCHAR": "string", "CHAR": "string", "BOOLEAN": "boolean", "TIMESTAMP": "timestamp_ms",
+            "TIMESTAMP_LTZ": "timestamp_ms"}
 
 
 def logical_columns(table) -> dict[str, str]:
-    """{column: int | long | double | string | boolean} of a Table's resolved schema."""
+    """{column: int | long | double | string | boolean | timestamp_ms} of a Table's resolved schema
+    (a timestamp goes to the sink as epoch milliseconds, e.g. a window's end)."""
     schema = table.get_schema()
     out = {}
     for name, dtype in zip(schema.get_field_names(), schema.get_field_data_types()):

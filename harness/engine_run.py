@@ -97,7 +97,7 @@ class _Run:
         write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, host=spec.driver.host,
                                roll_rows=spec.roll_rows, streams=spec.output_schemas)
-        self.driver = DriverProcess(spec.driver, python=spec.python)
+        self.driver = DriverProcess(spec.driver)     # the feed runs in cepkit's own environment, not the engine's
         self.client = self.driver.client(host=_connect_host(spec.driver.host))
         args = program_args(spec, self.driver.port, self.sink.port, checkpoint_location(spec, spec.run_dir),
                             runtime_zip(spec))

@@ -7,6 +7,7 @@ package's metadata and Java's from `java -version`.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -40,14 +41,33 @@ def java_version() -> str | None:
     return lines[0].strip() if lines else None
 
 
-def versions(python: str | None = None) -> dict:
-    """Versions of cepkit, Python, PySpark, pyarrow, pandas, numpy, psutil and Java.
+ENGINE_PACKAGES = ("pyspark", "apache-flink", "pyarrow", "pandas", "numpy")
+_ASK = ("import importlib.metadata as m, json, platform\n"
+        "def v(n):\n    try:\n        return m.version(n)\n    except m.PackageNotFoundError:\n        return None\n"
+        "print(json.dumps({'python': platform.python_version(), **{n: v(n) for n in %r}}))")
 
-    `python` is the interpreter the engine program ran with, if not this one."""
-    return {"cepkit": kit.__version__, "python": platform.python_version(),
-            "python_executable": python or sys.executable,
-            **{name: _package(name) for name in ("pyspark", "pyarrow", "pandas", "numpy", "psutil")},
-            "java": java_version(), "platform": platform.platform()}
+
+def _engine_interpreter(python: str) -> dict:
+    """Python's and the engine packages' versions as another interpreter (an engine's own
+    environment) sees them; {} when it cannot say."""
+    try:
+        out = subprocess.run([python, "-c", _ASK % (ENGINE_PACKAGES,)], capture_output=True, text=True, timeout=60)
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return {}
+
+
+def versions(python: str | None = None) -> dict:
+    """Versions of cepkit, Python, the engines' packages (PySpark, PyFlink), pyarrow, pandas,
+    numpy, psutil and Java.
+
+    `python` is the interpreter the engine program ran with, if not this one: an engine with an
+    environment of its own (Flink) reports what that environment holds."""
+    ours = {"python": platform.python_version(), **{name: _package(name) for name in ENGINE_PACKAGES}}
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable):   # venvs link one binary
+        ours = {**ours, **_engine_interpreter(python)}
+    return {"cepkit": kit.__version__, **ours, "python_executable": python or sys.executable,
+            "psutil": _package("psutil"), "java": java_version(), "platform": platform.platform()}
 
 
 def machine() -> dict:

@@ -24,6 +24,9 @@ def one_line(text: str, limit: int = 500) -> str:
     found = [m for m in (pattern.search(ln) for ln in lines) if m]
     ours = [m for m in found if m.group(1).startswith(("spark_runtime.", "flink_runtime.", "runtime_common.", "kit.")) or "Cepkit" in m.group(1)]
     pick = ours[-1] if ours else None
+    java = [m for m in found if m.group(1).startswith("org.apache.flink.")]
+    if pick is None and java and any(m.group(1).endswith("Py4JJavaError") for m in found):
+        pick = java[0]      # PyFlink: the Java exception the Python call raised, not py4j's wrapper
     if pick is None:
         pyside = [m for m in found if not m.group(1).startswith(("org.", "java.", "scala.", "py4j."))]
         pick = pyside[-1] if pyside else None

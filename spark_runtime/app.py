@@ -37,8 +37,6 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient

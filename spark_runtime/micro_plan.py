@@ -11,7 +11,7 @@ Each query kind is planned as specs/TRANSLATION.md says:
 - J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
   psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
 - every other kind (count windows, time windows on the core, window joins, patterns): a core of
-  spark_runtime/micro_cores/, run where `MicroPlan.cores` says: on the driver once per micro-batch
+  runtime_common/micro_cores/, run where `MicroPlan.cores` says: on the driver once per micro-batch
   (spark_runtime/driver_cores.py; the events it reads pass through to the collect), or in one
   `transformWithStateInPandas` operator, one group per query (per query and key bucket for a
   pattern with a key). "by-kind" puts whole-stream queries on the driver, keyed patterns in the
@@ -32,14 +32,15 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, NUMPY_OPS, DriverCores, output_rows
-from spark_runtime.micro_cores import CORES, state_codec
+from runtime_common.micro_lookup import lookup_rows, table_fields
+from runtime_common.micro_rows import output_rows
+from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
+from runtime_common.micro_cores import CORES, state_codec
 
 # Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
 # patterns with a key in the stateful operator over key buckets), "driver" (all), "operator" (all).
@@ -194,15 +195,9 @@ def _native_time_window(plan: MicroPlan, events, q):
                       end.alias("windowEnd"), end.alias("inputTS"), "ingestTS")
 
 
-def _table_fields(q) -> list[str]:
-    """The table columns a join query reads: those it selects or compares, and the key."""
-    return sorted({f.partition(".")[2] for f in q["select"] + [w[0] for w in q["where"]]
-                   if f.partition(".")[0] == q["table"]} | {q["table_key"]})
-
-
 def _table(plan: MicroPlan, spark, q):
     """The table side of a stream-to-table join, its columns renamed T_<name>."""
-    fields = _table_fields(q)
+    fields = table_fields(q)
     if q["kind"] == "table_join":       # J2: read once, broadcast to every task
         if plan.table_path is None:
             raise RuntimeError(f"query {q['id']}: joins a table in memory but the program names none")
@@ -239,30 +234,9 @@ def _db_rows(batches, q, dsn: str):
     """One task's share of a J3 query: look its keys up in PostgreSQL once per batch of rows."""
     import psycopg     # only J3's tasks need it
 
-    t_fields = _table_fields(q)
-    sql = (f"SELECT {', '.join(c.lower() for c in t_fields)} FROM t "
-           f"WHERE {q['table_key'].lower()} = ANY(%s)")
     with psycopg.connect(dsn) as conn:
         for events in batches:
-            keys = [int(k) for k in pd.unique(events[q["stream_key"]])]
-            found = conn.execute(sql, (keys,)).fetchall() if keys else []
-            table = pd.DataFrame(found, columns=[f"T_{c}" for c in t_fields])
-            table[f"T_{q['table_key']}"] = table[f"T_{q['table_key']}"].astype(events[q["stream_key"]].dtype)
-            joined = events.merge(table, left_on=q["stream_key"], right_on=f"T_{q['table_key']}")
-
-            def column(name: str):
-                head, _, field = name.partition(".")
-                return joined[f"T_{field}"] if head == q["table"] else joined[field]
-
-            keep = np.ones(len(joined), dtype=bool)
-            for field, op, value in q["where"]:
-                keep &= NUMPY_OPS[op](column(field).to_numpy(), value)
-            joined = joined[keep]
-            out = pd.DataFrame({out: column(f).to_numpy() for f, out in zip(q["select"], q["fields"])})
-            out["inputTS"] = joined["TS"].to_numpy()
-            out["ingestTS"] = joined["ingestTS"].to_numpy()
-            out.insert(0, "stream", q["id"])
-            yield out
+            yield lookup_rows(q, events, conn)
 
 
 def _db_table_join(plan: MicroPlan, events, q):

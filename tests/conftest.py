@@ -19,9 +19,9 @@ from tests.fuzz import run_cli
 from tests.helpers import SCHEMAS, pairs_config
 
 
-# Run only when an -m expression names them (`-m slow`, `-m cluster`, `-m "slow and spark"`): any
+# Run only when an -m expression names them (`-m slow`, `-m cluster`, `-m flink`, `-m "slow and spark"`): any
 # other selection, the default run and `-m "not spark and not postgres"` included, leaves them out.
-ON_REQUEST = ("slow", "cluster")
+ON_REQUEST = ("slow", "cluster", "flink")
 
 
 def pytest_collection_modifyitems(config, items):

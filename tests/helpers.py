@@ -14,7 +14,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
+import pytest
+
 from kit.config import PairsConfig
+from kit.engines import ENGINES
 from kit.records import INDICATOR, MARKET_ORDER
 
 # Runs start soon (lead_ms) and need no minute alignment unless a test is about alignment.
@@ -30,6 +33,27 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(), 
 REPO = Path(__file__).resolve().parent.parent
 # tests/: its data/ (inputs of the tests) and spark_programs/ (hand-written engine programs).
 TESTS_DIR = REPO / "tests"
+
+
+def engine_params(*names: str) -> list:
+    """One pytest param per engine of the registry (or of `names`), marked with the engine's own
+    marker (`spark`, `flink`: pyproject.toml), so `-m flink` selects a Flink run of any test."""
+    return [pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in (names or sorted(ENGINES))]
+
+
+def program_literals(path: Path) -> dict:
+    """The top-level `NAME = literal` assignments of a generated program, read without importing
+    it (a program imports its engine, which may live in another environment: Flink's)."""
+    import ast
+
+    out = {}
+    for node in ast.parse(Path(path).read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
 
 
 def read_ticks(directory: Path) -> dict[str, np.ndarray]:

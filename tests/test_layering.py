@@ -1,11 +1,13 @@
 """Data flows one way between cepkit's packages; this test keeps it so.
 
     kit  <-  datagen, querygen, validator, translators  <-  harness  <-  cepkit_app
-    kit (records, outputlog, errors, wire)  <-  spark_runtime  <-  generated engine programs
+    kit (records, outputlog, errors, wire)  <-  runtime_common  <-  spark_runtime, flink_runtime
+                                                                 <-  generated engine programs
 
-kit is the floor and imports none of our packages. The engine runtime and the programs that import
-it run inside the engine (and on its executors), so they may use only kit's records, output-log
-names, errors and wire of ours, besides the engine's own libraries.
+kit is the floor and imports none of our packages. The engine runtimes and the programs that import
+them run inside the engine (and on its executors, in the engine's own Python environment), so they
+may use only runtime_common and kit's records, output-log names, errors and wire of ours, besides
+the engine's own libraries (kit.engines `libraries`); runtime_common only what every engine has.
 """
 
 from __future__ import annotations
@@ -22,22 +24,25 @@ from kit.shipped import SUITE_NAMES, suite_path
 from kit.workload import PairsStrategy, StrategySet, read_suite
 from tests.helpers import REPO
 
-OURS = {"kit", "datagen", "querygen", "translators", "harness", "validator", "spark_runtime", "cepkit_app"}
+OURS = {"kit", "datagen", "querygen", "translators", "harness", "validator", "runtime_common", "spark_runtime",
+        "flink_runtime", "cepkit_app"}
 ALLOWED = {
     "kit": {"kit"},
     "datagen": {"kit", "datagen"},
     "querygen": {"kit", "querygen"},
     "validator": {"kit", "validator"},
     "translators": {"kit", "translators"},
-    "spark_runtime": {"kit", "spark_runtime"},
+    "runtime_common": {"kit", "runtime_common"},
+    "spark_runtime": {"kit", "runtime_common", "spark_runtime"},
+    "flink_runtime": {"kit", "runtime_common", "flink_runtime"},
     "harness": {"kit", "translators", "harness"},
     "cepkit_app": OURS,
 }
 # What of kit an engine's runtime may import: the modules that ship to its workers.
 RUNTIME_KIT = {"kit", "kit.errors", "kit.outputlog", "kit.records", "kit.wire", "kit.wire.connection", "kit.wire.feed_client",
                "kit.wire.protocol", "kit.wire.sink_client"}
-# Besides our own: the libraries a generated PySpark program and its runtime may use.
-ENGINE_LIBRARIES = {"pyspark", "pandas", "pyarrow", "numpy", "psycopg"}
+# Besides our own: the libraries every engine's environment has (runtime_common may use only these).
+COMMON_LIBRARIES = set.intersection(*(set(e.libraries) for e in ENGINES.values()))
 
 
 def _modules(path: Path) -> set[str]:
@@ -72,6 +77,8 @@ def test_packages_import_only_downstream():
 
 
 @pytest.mark.parametrize("back_arrow", ["kit/config/loading.py: import harness.sink",
+                                        "runtime_common/pairs_bucket.py: import spark_runtime.app",
+                                        "flink_runtime/app.py: from spark_runtime.source import driver_stream",
                                         "validator/compare.py: from translators.spark import translate_pairs",
                                         "spark_runtime/app.py: from harness.sink import SinkServer",
                                         "harness/sink.py: from cepkit_app.cli import main"])
@@ -93,17 +100,21 @@ def _third_party(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - OURS
 
 
-def test_the_engine_runtime_imports_only_what_ships_with_it():
-    for path in sorted((REPO / "spark_runtime").rglob("*.py")):
-        modules = _modules(path)
-        kit = {m for m in modules if m.split(".")[0] == "kit"}
-        assert kit <= RUNTIME_KIT, (path, kit - RUNTIME_KIT)
-        assert _third_party(modules) <= ENGINE_LIBRARIES, (path, _third_party(modules))
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_the_engine_runtime_imports_only_what_ships_with_it(engine):
+    libraries = set(ENGINES[engine].libraries)
+    for package in set(ENGINES[engine].runtime_packages) - {"kit"}:
+        allowed = COMMON_LIBRARIES if package == "runtime_common" else libraries
+        for path in sorted((REPO / package).rglob("*.py")):
+            modules = _modules(path)
+            kit = {m for m in modules if m.split(".")[0] == "kit"}
+            assert kit <= RUNTIME_KIT, (path, kit - RUNTIME_KIT)
+            assert _third_party(modules) <= allowed, (path, _third_party(modules) - allowed)
     for module in RUNTIME_KIT - {"kit"}:         # and those kit modules import nothing else of ours
         path = REPO / (module.replace(".", "/") + ("/__init__.py" if module == "kit.wire" else ".py"))
         ours = {m for m in _modules(path) if m.split(".")[0] in OURS}
         assert ours <= RUNTIME_KIT, (path, ours - RUNTIME_KIT)
-        assert _third_party(_modules(path)) <= ENGINE_LIBRARIES, path
+        assert _third_party(_modules(path)) <= COMMON_LIBRARIES, path
 
 
 def _programs(engine: str, tmp_path: Path) -> list[Path]:
@@ -131,4 +142,4 @@ def test_generated_programs_import_only_the_engine_runtime(engine, tmp_path):
         modules = _modules(path)
         ours = {m.split(".")[0] for m in modules} & OURS
         assert ours <= set(ENGINES[engine].runtime_packages) - {"kit"}, (path.read_text()[:200], ours)
-        assert _third_party(modules) <= ENGINE_LIBRARIES, _third_party(modules)
+        assert _third_party(modules) <= set(ENGINES[engine].libraries), _third_party(modules)

@@ -3,7 +3,7 @@
 A generated program must not depend on cepkit's model classes at run time (it runs in Spark's
 Python workers, and a reader should see every parameter in the file itself), so each query becomes
 a dict of strings, numbers and lists, written into the program with `repr`. The cores in
-`spark_runtime/micro_cores/` read these dicts; `query_literal` is the only place that builds them.
+`runtime_common/micro_cores/` read these dicts; `query_literal` is the only place that builds them.
 
 Common keys: `id`, `kind` (one of KINDS), `inputs` (stream names the query reads) and `fields`
 (output column names in order, ending with `inputTS`; `windowEnd` before it for time windows)

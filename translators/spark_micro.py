@@ -3,7 +3,7 @@
 `translate_micro(MicroTranslation)` writes one program per workload (templates/pyspark_micro.py.j2):
 the workload's query literals (translators/micro_literal.py) as data, and the wiring to the Spark
 runtime's plan (spark_runtime/micro_plan.py): filters and table joins as DataFrame operators, every
-other kind as a core (spark_runtime/micro_cores/) on the driver or inside one
+other kind as a core (runtime_common/micro_cores/) on the driver or inside one
 `transformWithStateInPandas` operator (run.cores). The translator decides each query's plan (`kind`: Q3 on Spark's window(),
 J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it is.
 """
@@ -17,7 +17,7 @@ from translators.micro_literal import query_literal
 from translators.render import render
 from translators.request import MicroTranslation
 
-# The query kinds that run as a core of spark_runtime/micro_cores/ in the stateful operator.
+# The query kinds that run as a core of runtime_common/micro_cores/ in the stateful operator.
 STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
 

@@ -88,7 +88,7 @@ def run_pairs(args: argparse.Namespace) -> int:
 def run_micro(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console
     from cepkit_app.cli.querygen_cmd import shipped_suite_file
-    from kit.atomic import StagedDir
+    from kit.atomic import StagedDir, check_parent
     from kit.errors import CepkitError
     from kit.manifest import load_manifest
     from kit.paths import fresh_path
@@ -109,6 +109,8 @@ def run_micro(args: argparse.Namespace) -> int:
                                                      f"micro-validation-{workload.name}")
     if out.exists():
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
+    check_parent(out)       # one line, before any work, if --out cannot be created there
+    _check_columns(manifest, workload)
     con = console()
     # Not an error: the reference answers are computed from the very dataset given, so the verdict
     # holds for it; but the run is then not the workload's load point. Said once the inputs are
@@ -174,6 +176,19 @@ def _workload(spec_path: Path, name: str | None):
     if name not in names:
         raise CepkitError(f"{spec_path}: no workload {name!r} (has {', '.join(names)})")
     return spec.workload(name)
+
+
+def _check_columns(manifest, workload) -> None:
+    """A generated dataset must have the streams and attributes the workload's queries read (fewer
+    would be columns the reference cannot find)."""
+    cfg = manifest.get("config")
+    if manifest.generator != "micro" or not isinstance(cfg, dict):
+        return
+    want = workload.micro_settings()
+    for key in ("streams", "attributes"):
+        have, need = cfg.get(key), want.get(f"micro.{key}")
+        if isinstance(have, int) and isinstance(need, int) and have < need:
+            raise manifest.error(f"config.{key}", f"{have}, but workload {workload.name} reads {need}")
 
 
 def _dataset_differences(manifest, workload) -> list[str]:

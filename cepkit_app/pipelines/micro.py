@@ -116,7 +116,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     with _database(workload, ds.directory, wdir, stage) as env:
         spec = engine_run_spec(cfg, program, wdir / "engine", driver,
                                {q.id: output_schema(q).arrow_schema() for q in workload.queries}, mean_eps,
-                               extra_conf=jars, env=env)
+                               extra_conf=jars, env=env, say=stage)
         result = run_engine(spec, on_progress=_on_the_clock(on_progress, profile.duration_ms), on_event=stage)
     if result.status != "completed":
         stage(f"{workload.name}: run {result.status}: {result.message}")

@@ -106,7 +106,7 @@ def database_joins() -> Workload:
 def test_the_jdbc_plan_of_j3_matches_the_reference_on_spark(tmp_path):
     """J3 through Spark's own JDBC source and Debian's JDBC driver (a PySpark plan), against a
     real PostgreSQL."""
-    _, run_dir = run_micro(database_joins(), "pyspark", tmp_path, 'run.database_join="jdbc"')
+    _, run_dir = run_micro(database_joins(), "spark", tmp_path, 'run.database_join="jdbc"')
     wdir = run_dir / "database-joins"
     assert "'kind': 'jdbc_table_join'" in (wdir / "program.py").read_text()
     command = " ".join(json.loads((wdir / "engine" / "logs" / "command.json").read_text()))

@@ -42,7 +42,12 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     write_strategies(load_aux(data), 42, strategies)
     csv = root / "events.csv"
     csv.write_text("ID,A1,TS\n1,2.5,1000\n2,3.5,2000\n")
-    return {"root": root, "data": data, "strategies": strategies, "csv": csv}
+    from datagen.micro import generate_micro
+    from kit.config import MicroConfig, RateConfig
+
+    micro = generate_micro(MicroConfig(attributes=5, rate=RateConfig(profile="constant", basis_rate_eps=100.0,
+                                                                      duration_s=1.0)), root / "micro").directory
+    return {"root": root, "data": data, "strategies": strategies, "csv": csv, "micro": micro}
 
 
 def writing_commands(i: dict[str, Path]) -> dict[str, list[str]]:
@@ -57,13 +62,14 @@ def writing_commands(i: dict[str, Path]) -> dict[str, list[str]]:
         "translate pairs": ["translate", "pairs", "--strategies", str(i["strategies"])],
         "translate micro": ["translate", "micro", "--spec", str(SUITE), "--workload", WORKLOAD],
         "validate pairs": ["validate", "pairs", "--data", str(i["data"]), "--strategies", str(i["strategies"])],
+        "validate micro": ["validate", "micro", "--spec", str(SUITE), "--workload", WORKLOAD, "--data", str(i["micro"])],
         "pairs": ["pairs", "--data", str(i["data"]), "--strategies", str(i["strategies"])],
         "micro": ["micro", "--suite", "filtering", "--quick", "--workload", WORKLOAD],
     }
 
 
 COMMANDS = ["datagen pairs", "datagen micro", "datagen convert", "querygen pairs", "querygen micro",
-            "querygen micro all", "translate pairs", "translate micro", "validate pairs", "pairs", "micro"]
+            "querygen micro all", "translate pairs", "translate micro", "validate pairs", "validate micro", "pairs", "micro"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -14,9 +14,7 @@ from kit.shipped import config_path
 from kit.workload import StrategySet, read_strategies, write_spec
 from querygen.output import write_strategies
 from kit.workload import load_aux
-from kit.engines import ENGINES
-
-pytestmark = pytest.mark.spark
+from tests.helpers import engine_params
 
 QUICK = config_path("quick")
 
@@ -38,15 +36,17 @@ def _check_passed(run_dir, proc):
     return streams
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("engine", engine_params())
 def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(engine, tmp_path):
-    """The default (keyed) plan: PASSED; and Spark's own records show each micro-batch's strategy
-    work in several state keys and in several tasks: the state store holds two records per key
-    for more than one key, and every stateful stage ran tasks that each read shuffled rows."""
+    """The default (keyed) plan: PASSED on every engine, its program running in the engine's own
+    environment; and the strategy work is spread: on Spark, its own records show each
+    micro-batch's work in several state keys and tasks (the state store holds two records per key
+    for more than one key, and every stateful stage ran tasks that each read shuffled rows); on
+    Flink, outputs came from more than one bucket key (the sink's batch ids say which)."""
     run_dir, events = tmp_path / "run", tmp_path / "events"
     events.mkdir()
     conf = ["spark.eventLog.enabled=true", f"spark.eventLog.dir={events}", "spark.eventLog.compress=false"]
-    proc = _cepkit("pairs", "-c", str(QUICK), "--set", f"run.engine={engine!r}", "--set",
+    proc = _cepkit("pairs", "-c", str(QUICK), "--engine", engine, "--set",
                    f"run.spark_conf={json.dumps(conf)}", "--out", str(run_dir), cwd=tmp_path)
     streams = _check_passed(run_dir, proc)
     assert streams["Indicator"]["expected"] > 50 and streams["MarketOrder"]["expected"] > 0
@@ -54,6 +54,17 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
     assert 'PLAN = "keyed"' in (run_dir / "program.py").read_text()
     for name in ("resources.csv", "backlog.csv"):
         assert len((run_dir / "engine" / "metrics" / name).read_text().splitlines()) > 30
+    started = json.loads((run_dir / "engine" / "run.json").read_text())["engine"]["started"]
+    versions = json.loads((run_dir / "engine" / "versions.json").read_text())
+    if engine == "flink":
+        assert started["engine"] == "flink" and started["parallelism"] >= 2
+        assert versions["python_executable"].endswith(".venv-flink/bin/python") and versions["apache-flink"]
+        assert (run_dir / "engine" / "flink-run.sh").is_file()
+        import pyarrow.parquet as pq
+
+        ids = pq.read_table(run_dir / "engine" / "outputs" / "Indicator-00001.parquet").column("batchId").to_pylist()
+        assert len({i % 2 for i in ids}) == 2      # batch id = range * buckets + bucket key, 2 buckets
+        return
     stdout = (run_dir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
     batches = [b for b in map(json.loads, stdout) if b.get("event") == "batch" and (b.get("events") or 0) > 0]
     assert len(batches) > 50
@@ -74,7 +85,7 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
     assert all(len(reads) >= 2 and min(reads) > 0 for reads in stateful)
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("engine", engine_params("spark"))
 def test_per_strategy_plan_passes_validation_on_a_smaller_set(engine, tmp_path, quick_pairs):
     """The three strategies with the shortest count windows (so they trade in two minutes), one
     pipeline each, at twice real-time speed (Pairs windows are over tickTS, unchanged by speed)."""
@@ -94,7 +105,7 @@ def test_per_strategy_plan_passes_validation_on_a_smaller_set(engine, tmp_path, 
     assert 'PLAN = "per-strategy"' in program and program.count('"st_') >= 3
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("engine", engine_params("spark"))     # faults kill Spark's JVMs
 def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(engine, tmp_path):
     """SIGKILL of the engine's driver JVM 40 s into quick SF=1: the harness restarts the program
     from its checkpoint, the feed serves again from the committed offset, the sink drops what it

@@ -17,13 +17,13 @@ from translators.registry import engine_module
 from translators.request import PairsTranslation
 from translators.request import MicroTranslation
 
-SPARK = ENGINES["pyspark"].runtime_packages
+SPARK = ENGINES["spark"].runtime_packages
 
 
 def test_the_zip_holds_the_runtime_packages_and_is_reproducible(tmp_path):
     path = write_runtime_archive(SPARK, tmp_path / "runtime.zip")
     names = set(zipfile.ZipFile(path).namelist())
-    assert {"spark_runtime/app.py", "spark_runtime/micro_cores/pattern.py", "kit/records.py",
+    assert {"spark_runtime/app.py", "runtime_common/micro_cores/pattern.py", "kit/records.py",
             "kit/wire/feed_client.py"} <= names
     assert not any(n.startswith(("harness/", "translators/", "validator/", "cepkit_app/")) for n in names)
     assert path.read_bytes() == runtime_archive_bytes(SPARK)
@@ -31,7 +31,7 @@ def test_the_zip_holds_the_runtime_packages_and_is_reproducible(tmp_path):
 
 def test_programs_import_and_plan_from_the_zip_alone(tmp_path):
     zip_path = write_runtime_archive(SPARK, tmp_path / "runtime.zip")
-    spark = engine_module("pyspark")
+    spark = engine_module("spark")
     strategies = StrategySet(1, 7, (PairsStrategy("st_00001", "u_00001", 1_000_000, "SYMA", "SYMB", 5, 5, 1.2, 0.1),))
     programs = [spark.translate_pairs(PairsTranslation(strategies, plan)) for plan in PLANS]
     for name in ("patterns", "joins", "count-windows"):

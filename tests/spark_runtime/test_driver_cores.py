@@ -10,7 +10,7 @@ import pytest
 
 from kit.workload import Aggregate, CountWindowAggregation, WindowJoin
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, KEEP, DriverCores
-from spark_runtime.micro_cores import CORES
+from runtime_common.micro_cores import CORES
 from translators.micro_literal import query_literal
 
 Q2 = query_literal(CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",)))

@@ -22,8 +22,10 @@ from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, T
 from kit.workload.suite import Dataset, Load, Workload
 from translators.output import write_program
 from kit.engines import ENGINES
+from tests.helpers import program_literals
 from translators.registry import engine_module
 from translators.request import MicroTranslation
+from translators.flink_micro import flink_plan
 from translators.spark_micro import output_fields
 from translators.micro_literal import query_literal
 from validator.micro_reference import expected_for_dataset
@@ -51,17 +53,22 @@ def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_pa
         table = tmp_path / "T.parquet" if _table_needed(w) else None
         req = MicroTranslation(w, table, f"{w.name}.xml", "cd" * 32)
         text = engine_module(engine).translate_micro(req)
-        if any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries):
-            assert "Per-batch key lookups in PostgreSQL (J3)" in text and "Stream-static joins" not in text
         assert all(len(line) <= 120 and line == line.rstrip() for line in text.splitlines())
         path = write_program(text, tmp_path / w.name / "program.py")
+        literals = program_literals(path)
+        assert [q["id"] for q in literals["QUERIES"]] == [q.id for q in w.queries]
+        assert list(literals["QUERIES"]) == [query_literal(q) for q in w.queries]
+        translated += 1
+        if engine == "flink":       # SQL for exactly the queries Flink SQL expresses
+            assert set(literals["SQL"]) == {q["id"] for q in literals["QUERIES"] if flink_plan(q)[0] == "sql"}
+            assert all(f"SELECT '{qid}' AS `stream`" in sql for qid, sql in literals["SQL"].items())
+            continue
+        if any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries):
+            assert "Per-batch key lookups in PostgreSQL (J3)" in text and "Stream-static joins" not in text
         module = _import(path)
-        assert [q["id"] for q in module.QUERIES] == [q.id for q in w.queries]
-        assert list(module.QUERIES) == [query_literal(q) for q in w.queries]
         for q in w.queries:
             assert module.PLAN.output_streams[q.id] == [*output_schema(q).names, "ingestTS"]
         assert set(module.PLAN.out_columns) >= {"stream", "ingestTS"}
-        translated += 1
     assert translated > 0
 
 
@@ -72,7 +79,7 @@ def test_a_table_path_of_any_length_stays_a_tidy_program(engine, tmp_path):
     table = tmp_path.joinpath(*["a-rather-long-directory-name-" + "x" * 20] * 6, "it's T.parquet")
     text = engine_module(engine).translate_micro(MicroTranslation(w, table, "w.xml", "cd" * 32))
     assert all(len(line) <= 120 for line in text.splitlines())
-    assert _import(write_program(text, tmp_path / "p" / "program.py")).TABLE_PATH == str(table)
+    assert program_literals(write_program(text, tmp_path / "p" / "program.py"))["TABLE_PATH"] == str(table)
 
 
 def test_conflicting_output_column_types_are_refused():
@@ -153,14 +160,14 @@ def test_native_time_window_plan_uses_spark_window_for_q3_only():
     w = read_suite(specs_dir() / "suites" / "time-windows-quick.xml")
     q3 = next(x for x in w.workloads if "q3" in x.name)
     q4 = next(x for x in w.workloads if "q4" in x.name)
-    native = engine_module("pyspark").translate_micro(MicroTranslation(q3, None, time_windows="native"))
+    native = engine_module("spark").translate_micro(MicroTranslation(q3, None, time_windows="native"))
     assert "'kind': 'native_time_window'" in native and "Plain DataFrame operators" in native
     assert "A core in the stateful operator" not in native
-    paned = engine_module("pyspark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
+    paned = engine_module("spark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
     assert "'kind': 'time_window'" in paned and "native" not in paned        # Q4 keeps its paned plan
-    core = engine_module("pyspark").translate_micro(MicroTranslation(q3, None))
+    core = engine_module("spark").translate_micro(MicroTranslation(q3, None))
     assert "'kind': 'time_window'" in core and "A core run on the driver" in core
-    operator = engine_module("pyspark").translate_micro(MicroTranslation(q3, None, cores="operator"))
+    operator = engine_module("spark").translate_micro(MicroTranslation(q3, None, cores="operator"))
     assert "A core in the stateful operator" in operator and "CORES_PLAN = \"operator\"" in operator
     with pytest.raises(CepkitError, match="time_windows"):
         MicroTranslation(q3, None, time_windows="fast")
@@ -178,19 +185,19 @@ def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
     for other in (q2, q3b):
         both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, other)))
         with pytest.raises(CepkitError, match="2 shuffles over the source"):
-            engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native",
+            engine_module("spark").translate_micro(MicroTranslation(both, None, time_windows="native",
                                                                       cores="operator"))
-        engine_module("pyspark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
+        engine_module("spark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
     # A core on the driver shuffles nothing, so a native window beside it is allowed.
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, q2)))
-    engine_module("pyspark").translate_micro(MicroTranslation(both, None, time_windows="native"))
+    engine_module("spark").translate_micro(MicroTranslation(both, None, time_windows="native"))
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
     joins = read_suite(specs_dir() / "suites" / "joins-quick.xml").workloads
     j2 = next(w for w in joins if "j2" in w.name)
     j3 = next(w for w in joins if "j3" in w.name)
-    spark = engine_module("pyspark")
+    spark = engine_module("spark")
     jdbc = spark.translate_micro(MicroTranslation(j3, None, database_join="jdbc"))
     assert "'kind': 'jdbc_table_join'" in jdbc and "Stream-static joins with the table" in jdbc
     assert "Per-batch key lookups" not in jdbc
@@ -249,7 +256,7 @@ def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7)))
     for plan, where in want.items():
         assert {qid: on_driver(lit, plan) for qid, lit in literals.items()} == where
-        program = engine_module("pyspark").translate_micro(MicroTranslation(both, None, cores=plan))
+        program = engine_module("spark").translate_micro(MicroTranslation(both, None, cores=plan))
         assert f'CORES_PLAN = "{plan}"' in program
         assert ("A core run on the driver" in program) == any(where.values())
         assert ("A core in the stateful operator" in program) == (not all(where.values()))

@@ -16,6 +16,7 @@ from runtime_common.pairs_partials import Layout
 from translators.output import write_program
 from kit.config import PLANS
 from kit.engines import ENGINES
+from tests.helpers import program_literals
 from translators.registry import engine_module
 from translators.request import PairsTranslation
 
@@ -46,9 +47,9 @@ def test_program_is_tidy_importable_python(engine, plan, spec, tmp_path):
     path = write_program(text, tmp_path / "prog.py")
     assert all(len(line) <= 120 and line == line.rstrip() for line in text.splitlines())
     assert f"{plan} plan" in text.splitlines()[0] and "s.xml" in text
-    module = _import(path)
-    assert module.PLAN == plan and callable(module.build)
-    assert [s[0] for s in module.STRATEGIES] == [s.alias for s in spec.strategies]
+    literals = program_literals(path)
+    assert literals["PLAN"] == plan and "\nbuild = PROGRAM.build\n" in text
+    assert [s[0] for s in literals["STRATEGIES"]] == [s.alias for s in spec.strategies]
     with pytest.raises(CepkitError, match="refusing to overwrite"):
         write_program(text, path)
     assert path.read_text() == text
@@ -63,7 +64,7 @@ def test_plan_must_be_known(spec):
 def test_the_program_holds_the_plan_and_its_state_keys(spec, buckets, tmp_path):
     """The keyed program carries its number of state keys; the layout it builds from its own table
     spreads the strategies over that many buckets (whole pairs each)."""
-    text = engine_module("pyspark").translate_pairs(PairsTranslation(spec, "keyed", buckets=buckets))
+    text = engine_module("spark").translate_pairs(PairsTranslation(spec, "keyed", buckets=buckets))
     program = _import(write_program(text, tmp_path / "prog.py"))
     assert program.BUCKETS == buckets and program.PROGRAM.plan == "keyed"
     layout = Layout(program.STRATEGIES, buckets or 2)

@@ -1,7 +1,7 @@
 """Core of the pattern SEQ(a1, a2) WITHIN withinMs (Q7, kind Pattern; specs/SEMANTICS.md section 8),
 under the four ALL/ONE consumption policies, vectorized with numpy.
 
-The contract of a core is in spark_runtime/micro_cores/__init__.py; the reference it must agree
+The contract of a core is in runtime_common/micro_cores/__init__.py; the reference it must agree
 with is validator/micro_patterns.py (event by event, a deque of candidates per key).
 
 Candidates (events that satisfied the first element and are not consumed) are kept as arrays in

@@ -1,4 +1,4 @@
-"""The pattern core (spark_runtime/micro_cores/pattern.py) gives the reference
+"""The pattern core (runtime_common/micro_cores/pattern.py) gives the reference
 answers (validator/micro_patterns.py) under every batching of the input,
 with their state stored and read back (state_codec) between micro-batches."""
 
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from kit.workload import Comparison, Pattern, PatternEvent
-from spark_runtime.micro_cores import PatternCore as PAT
-from spark_runtime.micro_cores.state_codec import round_trip
+from runtime_common.micro_cores import PatternCore as PAT
+from runtime_common.micro_cores.state_codec import round_trip
 from translators.micro_literal import query_literal
 from validator.micro_inputs import merge_order
 from validator.micro_reference import expected_for_query

@@ -1,4 +1,4 @@
-"""The time-window core (spark_runtime/micro_cores/time_window.py) against the reference.
+"""The time-window core (runtime_common/micro_cores/time_window.py) against the reference.
 
 Q3 and Q4 (both from pane partials; Q3 also keeps the raw values for MEDIAN) must give the
 reference's rows (specs/SEMANTICS.md section 5), in its order and with the contract's dtypes, over
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from kit.workload import Aggregate, TimeWindowAggregation, TwoLevelAggregation, output_schema
-from spark_runtime.micro_cores import time_window as CORE
-from spark_runtime.micro_cores.state_codec import dumps, round_trip
+from runtime_common.micro_cores import time_window as CORE
+from runtime_common.micro_cores.state_codec import dumps, round_trip
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order

@@ -1,4 +1,4 @@
-"""The count-window core (spark_runtime/micro_cores/count_window.py) against the reference.
+"""The count-window core (runtime_common/micro_cores/count_window.py) against the reference.
 
 Random streams go through the core in batches of various sizes, with the state stored and read back
 between calls as a generated program does; the rows must be exactly the reference's
@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from kit.workload import Aggregate, CountWindowAggregation, output_schema
-from spark_runtime.micro_cores import count_window as CORE
-from spark_runtime.micro_cores import state_codec
-from spark_runtime.micro_cores.state_codec import round_trip
+from runtime_common.micro_cores import count_window as CORE
+from runtime_common.micro_cores import state_codec
+from runtime_common.micro_cores.state_codec import round_trip
 from translators.micro_literal import query_literal
 from validator.compare import compare_stream
 from validator.micro_inputs import merge_order

@@ -1,6 +1,6 @@
 """Core of the count-window aggregation (Q2, kind CountWindowAggregation; specs/SEMANTICS.md section 4).
 
-The contract of a core is in spark_runtime/micro_cores/__init__.py; the reference it must agree
+The contract of a core is in runtime_common/micro_cores/__init__.py; the reference it must agree
 with is `count_window` in validator/micro_windows.py.
 
 The window is the last `rows` events of the whole input. At events rows, rows + slide, ... every

@@ -1,4 +1,4 @@
-"""The window-join core (spark_runtime/micro_cores/window_join.py) gives the reference
+"""The window-join core (runtime_common/micro_cores/window_join.py) gives the reference
 answers (validator/micro_joins.py) under every batching of the input,
 with their state stored and read back (state_codec) between micro-batches."""
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from kit.workload import Comparison, WindowJoin
-from spark_runtime.micro_cores import WindowJoinCore as WJ
-from spark_runtime.micro_cores.state_codec import round_trip
+from runtime_common.micro_cores import WindowJoinCore as WJ
+from runtime_common.micro_cores.state_codec import round_trip
 from translators.micro_literal import query_literal
 from validator.micro_inputs import merge_order
 from validator.micro_reference import expected_for_query

@@ -1,6 +1,6 @@
 """Time-window aggregation core: Q3 TimeWindowAggregation and Q4 TwoLevelAggregation.
 
-The contract of a core is in spark_runtime/micro_cores/__init__.py; the meaning is specs/SEMANTICS.md
+The contract of a core is in runtime_common/micro_cores/__init__.py; the meaning is specs/SEMANTICS.md
 section 5, the reference `time_window` in validator/micro_windows.py. Windows are [e - range, e)
 for e a multiple of slide; the window ending at e closes on the first event with TS >= e, which is
 its inputTS. With pane j = [j*slide, (j+1)*slide) and k = range / slide, the window ending at

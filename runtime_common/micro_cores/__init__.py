@@ -1,9 +1,10 @@
-"""The microbenchmark cores: the logic of every query kind Spark has no operator for.
+"""The microbenchmark cores: the logic of every query kind an engine has no operator for.
 
 One module per kind (count_window, time_window, window_join, pattern), plain numpy/pandas and no
-Spark, so each is tested on its own against the validator's independent reference. The Spark
-side (spark_runtime/micro_plan.py) runs them inside one `transformWithStateInPandas` operator,
-one group per query.
+engine, so each is tested on its own against the validator's independent reference, and every
+engine runs the same code: Spark (spark_runtime/micro_plan.py, driver_cores.py) inside one
+`transformWithStateInPandas` operator, one group per query, or on its driver; Flink
+(flink_runtime/micro.py) in a keyed function, one key per query.
 
 A core class has `__init__(q)` (q: a query literal, translators/micro_literal.py),
 `initial_state() -> dict` and `process(state, events) -> pandas.DataFrame`: `events` is one
@@ -17,10 +18,10 @@ Python loop per event.
 
 from __future__ import annotations
 
-from spark_runtime.micro_cores.count_window import CountWindowCore
-from spark_runtime.micro_cores.pattern import PatternCore
-from spark_runtime.micro_cores.time_window import TimeWindowCore
-from spark_runtime.micro_cores.window_join import WindowJoinCore
+from runtime_common.micro_cores.count_window import CountWindowCore
+from runtime_common.micro_cores.pattern import PatternCore
+from runtime_common.micro_cores.time_window import TimeWindowCore
+from runtime_common.micro_cores.window_join import WindowJoinCore
 
 # query kind -> its core class (the kinds that need a stateful operator)
 CORES = {

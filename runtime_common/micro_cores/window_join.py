@@ -1,6 +1,6 @@
 """Core of the count-window join (Q5 / J1, kind WindowJoin; specs/SEMANTICS.md section 6).
 
-The contract of a core is in spark_runtime/micro_cores/__init__.py; the reference it must agree
+The contract of a core is in runtime_common/micro_cores/__init__.py; the reference it must agree
 with is validator/micro_joins.py.
 
 Each side keeps its last `rows` events. An arriving event is joined with the other side's current

@@ -1,0 +1,73 @@
+"""The Flink translation of microbenchmark queries: which kinds go to Flink SQL, and the SQL they
+get (the end-to-end tests, `pytest -m flink`, run it on Flink and validate the answers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit.shipped import SUITE_NAMES, suite_path
+from kit.workload import read_suite
+from translators.flink_micro import flink_plan, query_sql
+from translators.micro_literal import query_literal
+
+
+def _literal(suite: str, workload: str) -> dict:
+    (q,) = read_suite(suite_path(suite, quick=True)).workload(workload).queries
+    return query_literal(q)
+
+
+@pytest.mark.parametrize("suite, workload, plan", [
+    ("filtering", "filtering-selectivity-5pct", "sql"),
+    ("count-windows", "count-windows-window-sliding-r50-sum", "python"),
+    ("time-windows", "time-windows-rate-q3-range10s-rate500", "sql"),
+    ("time-windows", "time-windows-rate-q4-range10s-rate500", "sql"),
+    ("joins", "joins-j1-window-size-s100", "python"),
+    ("joins", "joins-j2-memory-table-t100", "sql"),
+    ("joins", "joins-j3-database-table-t100", "python"),
+    ("patterns", "patterns-consumption-all-all", "sql"),
+    ("patterns", "patterns-consumption-one-all", "sql"),
+    ("patterns", "patterns-consumption-all-one", "python"),
+    ("patterns", "patterns-consumption-one-one", "python"),
+])
+def test_each_kind_goes_where_specs_translation_says(suite, workload, plan):
+    chosen, why = flink_plan(_literal(suite, workload))
+    assert chosen == plan and why
+
+
+def test_a_median_window_has_no_sql_aggregate():
+    q = _literal("time-windows", "time-windows-rate-q3-range10s-rate500")
+    q["aggregates"] = [["MEDIAN", "A1", "medA1"]]
+    assert flink_plan(q) == ("python", "Flink SQL has no MEDIAN aggregate")
+
+
+def test_a_filter_selects_its_fields_and_keeps_its_conditions():
+    sql = query_sql(_literal("filtering", "filtering-selectivity-5pct"))
+    assert sql.startswith("SELECT 'q1' AS `stream`, `ID` AS `ID`, `A1` AS `A1`")
+    assert sql.endswith("FROM S1 WHERE `ID` <= 5") and "`TS` AS inputTS, ingestTS" in sql
+
+
+def test_a_time_window_hops_by_its_slide_over_its_range():
+    sql = query_sql(_literal("time-windows", "time-windows-rate-q3-range10s-rate500"))
+    assert "TABLE(HOP(TABLE S1, DESCRIPTOR(rowtime), INTERVAL '1.000' SECOND, INTERVAL '10.000' SECOND))" in sql
+    assert "CAST(AVG(`A1`) AS DOUBLE) AS `avgA1`" in sql and "window_end AS windowEnd" in sql
+    assert sql.endswith("GROUP BY window_start, window_end")
+
+
+def test_patterns_pair_by_key_within_the_window_in_feed_order():
+    all_all = query_sql(_literal("patterns", "patterns-consumption-all-all"))
+    for part in ("a1.`ID` = a2.`ID`", "a2.rowtime >= a1.rowtime", "a2.rowtime < a1.rowtime + INTERVAL",
+                 "a1.`offset` < a2.`offset`", "a2.`A1` > ", "a2.`TS` AS inputTS"):
+        assert part in all_all
+    one_all = query_sql(_literal("patterns", "patterns-consumption-one-all"))
+    for part in ("MATCH_RECOGNIZE (PARTITION BY `ID` ORDER BY rowtime, `offset`", "AFTER MATCH SKIP TO NEXT ROW",
+                 "PATTERN (a1 z*? a2) WITHIN INTERVAL '2.000' SECOND", "DEFINE a1 AS a1.`stream` = 'S1'"):
+        assert part in one_all
+
+
+def test_every_quick_query_has_a_flink_plan():
+    for name in SUITE_NAMES:
+        for w in read_suite(suite_path(name, quick=True)).workloads:
+            for q in map(query_literal, w.queries):
+                plan, _ = flink_plan(q)
+                if plan == "sql":
+                    assert query_sql(q).startswith(f"SELECT '{q['id']}' AS `stream`")
