@@ -111,11 +111,12 @@ class FlinkJob:
         self.parallelism, self.max_rows = parallelism, max_rows
         self.client = DriverClient(*driver)
 
-    def feed(self, transform=None, min_interval_ms: int = 0):
-        """The harness's events as a DataStream (flink_runtime/feed.py)."""
-        from flink_runtime.feed import feed_stream
+    def feed(self, transform=None, interval_ms: int | None = None):
+        """The harness's events as a DataStream, read every `interval_ms` (flink_runtime/feed.py)."""
+        from flink_runtime.feed import POLL_MS, feed_stream
 
-        return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows, min_interval_ms)
+        return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows,
+                           POLL_MS if interval_ms is None else interval_ms)
 
     def output(self, table, streams: Mapping[str, Sequence[str]]) -> None:
         """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink."""

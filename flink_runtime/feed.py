@@ -3,16 +3,18 @@
 PyFlink has no Python sources (a source must be a Java class), and a Java source that speaks the
 feed's protocol (JSON headers, Arrow bodies) would be a second client to keep in step with
 kit/wire. So the feed enters the job the way a Flink user brings in a service without a
-connector: an unbounded trigger stream (Flink's own `datagen` table source, `TRIGGERS_PER_S`
-rows a second) drives one keyed `KeyedProcessFunction` (parallelism 1, one key) that, at each
-trigger, asks the driver how many events are released (a long poll of up to `WAIT_MS`) and reads
-the new offset range with kit's `DriverClient`. Its position (`next`) is Flink keyed state, so a
-job restored from a checkpoint re-reads from where the checkpoint was taken, and every read of a
-range returns the same rows, `ingestTS` included (the driver's `served` times, specs/DRIVER.md).
+connector: a slow unbounded trigger stream (Flink's own `datagen` table source, `TRIGGERS_PER_S`
+row a second) arms one keyed `KeyedProcessFunction` (parallelism 1, one key), which then polls on
+processing-time timers: every `interval_ms` it asks the driver how many events are released and
+reads the new offset range with kit's `DriverClient`. (Driving each read by a trigger row instead
+left events waiting ~300 ms at the median: the datagen source emits its rows in bursts, so the
+reads came in bursts too.) Its position (`next`) and its timer are Flink keyed state, so a job
+restored from a checkpoint re-reads from where the checkpoint was taken, and every read of a range
+returns the same rows, `ingestTS` included (the driver's `served` times, specs/DRIVER.md).
 
-Backpressure works as Flink users expect: when the job falls behind, triggers wait in the
-network buffers and the puller reads less often; the backlog stays in the driver, where the
-harness measures it.
+Backpressure works as Flink users expect: when the job falls behind, the puller's output waits for
+network buffers, its timers fire later and it reads less often; the backlog stays in the driver,
+where the harness measures it.
 
 Two shapes of output:
 - events: one Row per event, the driver's columns then `offset` and `ingestTS` (micro queries,
@@ -25,8 +27,6 @@ Two shapes of output:
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pyarrow as pa
 from pyflink.common import Row, Types
@@ -36,8 +36,9 @@ from pyflink.datastream.state import ValueStateDescriptor
 from kit.outputlog import INGEST_TS
 from kit.wire.feed_client import DriverClient, served_ms
 
-TRIGGERS_PER_S = 1000
-WAIT_MS = 20
+TRIGGERS_PER_S = 1
+POLL_MS = 10
+STALE_TIMER_MS = 5000
 OFFSET = "offset"
 _TYPES = {pa.int32(): Types.INT(), pa.int64(): Types.LONG(), pa.float64(): Types.DOUBLE(),
           pa.string(): Types.STRING(), pa.large_string(): Types.STRING(), pa.bool_(): Types.BOOLEAN()}
@@ -61,23 +62,23 @@ def with_offsets(table: pa.Table, start: int, resp_served: np.ndarray) -> pa.Tab
 
 
 class FeedPuller(KeyedProcessFunction):
-    """Pulls released events from the driver at every trigger (see the module doc)."""
+    """Pulls released events from the driver every `interval_ms` (see the module doc)."""
 
-    def __init__(self, host: str, port: int, transform=None, max_rows: int = 65536, min_interval_ms: int = 0):
+    def __init__(self, host: str, port: int, transform=None, max_rows: int = 65536, interval_ms: int = POLL_MS):
         self.host, self.port, self.transform, self.max_rows = host, int(port), transform, max_rows
-        self.min_interval_s = min_interval_ms / 1000.0
-        self.last_read = 0.0
+        self.interval_ms = max(1, int(interval_ms))
 
     def open(self, runtime_context) -> None:
         self.client = DriverClient(self.host, self.port)
         self.next = runtime_context.get_state(ValueStateDescriptor("next", Types.LONG()))
         self.seq = runtime_context.get_state(ValueStateDescriptor("seq", Types.LONG()))
+        self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
 
     def close(self) -> None:
         self.client.close()
 
     def _read(self, start: int) -> pa.Table | None:
-        released = self.client.latest_offset(after=start, wait_ms=WAIT_MS)
+        released = self.client.latest_offset(after=start, wait_ms=0)
         if released <= start:
             return None
         end = released if self.transform is not None else min(released, start + self.max_rows)
@@ -91,10 +92,27 @@ class FeedPuller(KeyedProcessFunction):
         return pa.concat_tables(parts) if parts else None
 
     def process_element(self, value, ctx):
-        now = time.monotonic()
-        if now - self.last_read < self.min_interval_s:
-            return
-        self.last_read = now
+        # A trigger only (re)arms the polling timer: once at the start, and again should a restored
+        # job have lost its chain of timers.
+        now = ctx.timer_service().current_processing_time()
+        armed = self.timer.value()
+        if armed is None or armed < now - STALE_TIMER_MS:
+            self._arm(ctx, now)
+        return
+        yield  # noqa: unreachable - a generator with no output
+
+    def _arm(self, ctx, now: int) -> None:
+        at = now + self.interval_ms
+        ctx.timer_service().register_processing_time_timer(at)
+        self.timer.update(at)
+
+    def on_timer(self, timestamp: int, ctx):
+        try:
+            yield from self._pull()
+        finally:
+            self._arm(ctx, ctx.timer_service().current_processing_time())
+
+    def _pull(self):
         start = self.next.value() or 0
         table = self._read(start)
         if table is None:
@@ -119,9 +137,9 @@ def trigger_stream(tables):
 
 
 def feed_stream(tables, host: str, port: int, schema: pa.Schema, transform=None, max_rows: int = 65536,
-                min_interval_ms: int = 0):
+                interval_ms: int = POLL_MS):
     """The feed as a DataStream: event Rows (named as `event_fields`), or with `transform` the
-    chunk Rows `(key, seq, payload)` (see the module doc). `min_interval_ms` spaces the reads: a
+    chunk Rows `(key, seq, payload)` (see the module doc). The feed is read every `interval_ms`: a
     transform's work per range is mostly fixed cost, so ranges of a few events would be wasted."""
     if transform is None:
         fields = event_fields(schema)
@@ -131,5 +149,5 @@ def feed_stream(tables, host: str, port: int, schema: pa.Schema, transform=None,
     # One key: the feed is one sequence of offsets, read by one puller in order.
     return (trigger_stream(tables)
             .key_by(lambda _row: 0, key_type=Types.INT())
-            .process(FeedPuller(host, port, transform, max_rows, min_interval_ms), output_type=out_type)
+            .process(FeedPuller(host, port, transform, max_rows, interval_ms), output_type=out_type)
             .name("cepkit feed").set_parallelism(1))

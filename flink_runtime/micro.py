@@ -128,7 +128,7 @@ class MicroProgram:
     def build(self, job) -> dict:
         python_queries = tuple(q for q in self.queries if q["id"] not in self.sql)
         single = None if self.multi_stream else self.queries[0]["inputs"][0]
-        chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), min_interval_ms=CHUNK_MS)
+        chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), interval_ms=CHUNK_MS)
         streams = {}
         if python_queries:
             # Parallelism 1 up to the shuffle: the feed's order of ranges must reach each key as read.

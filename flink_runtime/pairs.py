@@ -130,7 +130,7 @@ class PairsProgram:
         """The job: the feed's chunks by bucket into the bucket functions; returns the streams."""
         chunks = BucketChunks(self.strategies, self._bucket_count(job.parallelism))
         sink_host, sink_port = job.sink
-        (job.feed(transform=chunks, min_interval_ms=CHUNK_MS)
+        (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())
             .process(BucketFunction(chunks, sink_host, sink_port), output_type=Types.INT())
             .name("cepkit pairs buckets"))

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cepkit",
         description="Benchmark kit for event-processing engines: the Pairs benchmark and the "
-                    "FINCoS microbenchmarks, with Apache Spark (PySpark) as the engine under test.")
+                    "FINCoS microbenchmarks, on Apache Spark (PySpark) and Apache Flink (PyFlink), side by side.")
     parser.add_argument("--version", action="version", version=f"cepkit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -69,8 +69,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     from kit.engines import ENGINE_NAMES
 
     add_engine_choice(parser, f"the engine under test: {', '.join(ENGINE_NAMES)} (run.engine, default spark)")
-    parser.add_argument("--master", metavar="URL", help="Spark master URL (run.master, default local[*]; "
-                                                        "spark://HOST:PORT for a cluster, see `cepkit cluster`)")
+    parser.add_argument("--master", metavar="URL", help="where the engine runs (run.master, default local[*]: "
+                                                        "local[N] cores; Spark also spark://HOST:PORT, see `cepkit cluster`)")
     parser.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
                         help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
                              "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "

@@ -125,3 +125,27 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
     assert "fault kill-engine@40s: recovery" in proc.stderr
     assert (run_dir / "engine" / "spark-submit.sh").is_file() and (run_dir / "runtime.zip").is_file()
     assert (run_dir / "engine" / "checkpoint" / "offsets").is_dir()
+
+
+@pytest.mark.flink
+def test_both_engines_answer_the_same_inputs_side_by_side(tmp_path, quick_pairs):
+    """`cepkit pairs --engine spark,flink`: each engine runs the same dataset and strategies (three,
+    at twice real-time speed), each PASSED, and one report puts them side by side."""
+    full = tmp_path / "all.xml"
+    write_strategies(load_aux(quick_pairs / "pairs-aux.json"), 42, full)
+    spec = read_strategies(full)
+    short = sorted(spec.strategies, key=lambda s: (s.period_length * s.num_periods, s.alias))[:3]
+    small = tmp_path / "small.xml"
+    write_spec(StrategySet(spec.scale_factor, spec.seed, tuple(short)), small)
+    parent = tmp_path / "both"
+    proc = _cepkit("pairs", "-c", str(QUICK), "--engine", "spark,flink", "--set", "run.speed=2.0",
+                   "--data", str(quick_pairs), "--strategies", str(small), "--out", str(parent), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for engine in ("spark", "flink"):
+        _check_passed(parent / engine, proc)
+        assert f'engine = "{engine}"' in (parent / engine / "config.toml").read_text()
+    assert (parent / "spark" / "strategies.xml").read_text() == (parent / "flink" / "strategies.xml").read_text()
+    page = (parent / "compare" / "compare.html").read_text()
+    assert "spark" in page and "flink" in page and "side by side:" in proc.stderr
+    compared = json.loads((parent / "compare" / "compare.json").read_text())
+    assert compared["kind"] == "cepkit.compare"
