@@ -28,7 +28,10 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
              "set -e"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     lines.append("exec " + " \\\n  ".join(shlex.quote(c) for c in command))
-    return Launch(command, SCRIPT, "\n".join(lines) + "\n", {}, {})
+    # Flink's own log (the gateway JVM: JobManager, TaskManager) beside the program's, per run,
+    # instead of one file inside the environment's pyflink package for every run.
+    logs = {"FLINK_LOG_DIR": str((spec.run_dir / "logs").absolute())}
+    return Launch(command, SCRIPT, "\n".join(lines) + "\n", logs, {})
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:

@@ -33,6 +33,7 @@ def test_flink_runs_the_program_under_its_interpreter_with_flink_settings_only(t
     assert launch.command[-4:] == ["--master", "local[2]", "--conf", "execution.checkpointing.interval=5 s"]
     assert "spark.driver.memory=4g" not in " ".join(launch.command)
     assert launch.script_name == "flink-run.sh" and "export PYTHONPATH=/src" in launch.script
+    assert launch.env["FLINK_LOG_DIR"].endswith("run/engine/logs")
     assert runner("flink").sampled_extra(spec, {"pid": 1}) == []
 
 
