@@ -1,6 +1,6 @@
 """Microbenchmarks end to end on a real engine: every query kind in one workload, run by
-`cepkit micro` on local Spark, each query's output checked by the validator. Parametrized over
-the translator registry, so a new engine is tested without new test code."""
+`cepkit micro` on local Spark (with each of Spark's core placements) and on Flink (`-m flink`),
+each query's output checked by the validator."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
                           Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, write_spec)
 from kit.workload.suite import Dataset, Load, Param, Workload
-from kit.engines import ENGINES
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]   # every test joins a PostgreSQL table
 
@@ -74,11 +73,10 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
 
 
 @pytest.mark.parametrize("cores", ["driver", "operator"])
-@pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_every_query_kind_matches_the_reference_on_the_engine(engine, cores, tmp_path):
+def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     """Every core on the driver, and every core in Spark's stateful operator (the default,
     "by-kind", mixes the two and runs in tests/cepkit_app/test_micro_suites.py)."""
-    proc, run_dir = run_micro(every_kind(), engine, tmp_path, f"run.cores={cores!r}")
+    proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.cores={cores!r}")
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"
@@ -89,6 +87,22 @@ def test_every_query_kind_matches_the_reference_on_the_engine(engine, cores, tmp
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
     states = run_dir / "every-kind" / "engine" / "checkpoint" / "driver-cores"
     assert states.is_dir() == (cores == "driver")
+
+
+@pytest.mark.flink
+def test_every_query_kind_matches_the_reference_on_flink(tmp_path):
+    """The same workload in one Flink job: the SQL queries (filters, the two-level window, the
+    memory join, the all-all and one-all patterns) over one events table beside the Python ones
+    (count windows, the MEDIAN window, the window join, J3, the other patterns) in one keyed
+    function, each query's rows to its own stream."""
+    proc, run_dir = run_micro(every_kind(), "flink", tmp_path)
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert row["status"] == "completed" and row["verdict"] == "PASSED"
+    program = (run_dir / "every-kind" / "program.py").read_text()
+    for qid in ("q1", "q1b", "q4", "q6", "q7allall", "q7oneall"):
+        assert f"SELECT '{qid}' AS `stream`" in program
+    assert "MATCH_RECOGNIZE" in program and "TABLE(HOP(" in program
+    assert "PostgreSQL on 127.0.0.1" in proc.stderr
 
 
 def database_joins() -> Workload:
