@@ -36,6 +36,7 @@ from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
+from runtime_common.program_args import conf_pairs, host_port
 
 POLL_S = 0.2
 PROGRESS_S = 1.0
@@ -75,13 +76,6 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _host_port(flag: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise CepkitError(f"{flag}: expected HOST:PORT, got {value!r}")
-    return host, int(port)
-
-
 def parallelism_of(master: str) -> int:
     """local[N] -> N, local[*] / local -> the machine's cores."""
     if master in ("local", "local[*]"):
@@ -90,16 +84,6 @@ def parallelism_of(master: str) -> int:
         return int(master[6:-1])
     raise CepkitError(f"--master: the Flink runtime runs Flink's local mini-cluster: local[N] or local[*], "
                       f"got {master!r}")
-
-
-def _confs(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for p in pairs:
-        key, sep, value = p.partition("=")
-        if not sep or not key.strip():
-            raise CepkitError(f"--conf: expected KEY=VALUE, got {p!r}")
-        out[key.strip()] = value
-    return out
 
 
 class FlinkJob:
@@ -143,7 +127,7 @@ def make_job(args, flink_conf: Mapping[str, str] | None):
     settings = {**FLINK_CONF, "execution.checkpointing.dir": checkpoint,
                 "execution.checkpointing.savepoint-dir": checkpoint.rstrip("/") + "/savepoints",
                 "python.executable": sys.executable, "python.client.executable": sys.executable,
-                **(flink_conf or {}), **_confs(args.conf)}
+                **(flink_conf or {}), **conf_pairs(args.conf)}
     for key, value in settings.items():
         conf.set_string(key, str(value))
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -185,7 +169,7 @@ def _sink_rows(sink: tuple[str, int]) -> int:
 
 def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints: str) -> int:
     """Follow the job until every event is through it (see the module doc); returns the exit code."""
-    last_progress, batches = 0.0, 0
+    last_progress, polls = 0.0, 0
     while not stop.wait(POLL_S):
         failed = _job_failed(client)
         if failed:
@@ -194,15 +178,16 @@ def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints
         stats = driver.stats()
         now = time.monotonic()
         if now - last_progress >= PROGRESS_S:
-            emit("progress", batch_id=batches, end_offset=stats["pulled"], duration_ms=0, input_rows=stats["pulled"])
-            last_progress, batches = now, batches + 1
+            emit("progress", batch_id=polls, end_offset=stats["pulled"], duration_ms=0, input_rows=stats["pulled"])
+            last_progress, polls = now, polls + 1
         if stats["finished"] and stats["pulled"] >= stats["total_events"]:
             for _ in range(2):
                 time.sleep(2 * WATERMARK_INTERVAL_MS / 1000.0)
                 _savepoint(client, savepoints)
             time.sleep(0.2)      # the emitters' flush threads hand over their last rows
-            emit("finished", batches=batches, output_rows=_sink_rows(sink), end_offset=stats["pulled"],
-                 last_batch_id=batches)
+            # No micro-batches in Flink: `batches` is left out (specs/ENGINES.md).
+            emit("finished", batches=None, output_rows=_sink_rows(sink), end_offset=stats["pulled"],
+                 last_batch_id=None)
             return 0
     raise _StopRequested()
 
@@ -222,10 +207,10 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     try:
-        driver = _host_port("--driver", args.driver)
-        sink = _host_port("--sink", args.sink)
+        driver = host_port("--driver", args.driver)
+        sink = host_port("--sink", args.sink)
         parallelism_of(args.master)
-        _confs(args.conf)
+        conf_pairs(args.conf)
     except CepkitError as e:
         emit("failed", message=str(e))
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)

@@ -302,8 +302,9 @@ class _Run:
         program._reader.join(timeout=5)     # the last lines (finished / failed) are read
         events = program.events
         if rc == 0 and "finished" in events:
-            self._end("completed", f"every event processed ({events['finished'].get('end_offset')} events, "
-                                   f"{events['finished'].get('batches')} batches)")
+            done = events["finished"]
+            batches = f", {done['batches']} batches" if done.get("batches") is not None else ""
+            self._end("completed", f"every event processed ({done.get('end_offset')} events{batches})")
         elif "failed" in events:
             self._end("failed", f"the engine program failed: {events['failed'].get('message')}")
         else:

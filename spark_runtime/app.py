@@ -42,6 +42,7 @@ from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
+from runtime_common.program_args import conf_pairs, host_port
 from runtime_common.outputs import STREAM_COLUMN, split_streams
 from spark_runtime.source import driver_stream
 from spark_runtime.watch import Restarter, watch
@@ -66,23 +67,6 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--py-files", default=None, metavar="ZIP",
                     help="the engine's runtime as a zip, shipped to the executors (they need no cepkit installed)")
     return ap
-
-
-def _host_port(flag: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise CepkitError(f"{flag}: expected HOST:PORT, got {value!r}")
-    return host, int(port)
-
-
-def _confs(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for p in pairs:
-        key, sep, value = p.partition("=")
-        if not sep or not key.strip():
-            raise CepkitError(f"--conf: expected KEY=VALUE, got {p!r}")
-        out[key.strip()] = value
-    return out
 
 
 # Checkpoint writing (specs/ENGINE_RUN.md, "Spark settings"). Spark's default file manager goes
@@ -241,9 +225,9 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
 
     install_handlers()
     try:
-        driver_host, driver_port = _host_port("--driver", args.driver)
-        sink_host, sink_port = _host_port("--sink", args.sink)
-        overrides = _confs(args.conf)
+        driver_host, driver_port = host_port("--driver", args.driver)
+        sink_host, sink_port = host_port("--sink", args.sink)
+        overrides = conf_pairs(args.conf)
         if args.trigger_ms < 0 or args.shuffle_partitions < 1 or (args.source_partitions or 1) < 1:
             raise CepkitError("--trigger-ms must be >= 0, --shuffle-partitions and --source-partitions >= 1")
     except CepkitError as e:

@@ -228,3 +228,12 @@ def test_a_dataset_unlike_the_workload_is_noted(tmp_path):
            f"{WORKLOAD} has 5.0" in err
     (report,) = reports.iterdir()
     assert json.loads((report / "validation.json").read_text())["notes"]
+
+
+def test_a_dataset_without_the_workloads_attributes_is_a_bad_input(tmp_path):
+    """Fewer attributes than the workload reads: one line naming the manifest's key, nothing written."""
+    data = tmp_path / "data"
+    assert run_cli([*[a if a != "5" else "2" for a in DATAGEN], "--out", str(data)])[0] == 0
+    line = expect_user_error(["validate", "micro", "--spec", SPEC, "--workload", WORKLOAD, "--data", str(data),
+                              "--out", str(tmp_path / "v")], watch=[tmp_path], names=[str(data / "manifest.json")])
+    assert "config.attributes: 2, but workload filtering-selectivity-5pct reads 5" in line

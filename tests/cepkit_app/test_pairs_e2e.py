@@ -24,6 +24,17 @@ def _cepkit(*args, cwd) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
+def _three_strategies(quick_pairs, tmp_path):
+    """The three strategies with the shortest count windows (so they trade in two minutes)."""
+    full = tmp_path / "all.xml"
+    write_strategies(load_aux(quick_pairs / "pairs-aux.json"), 42, full)
+    spec = read_strategies(full)
+    short = sorted(spec.strategies, key=lambda s: (s.period_length * s.num_periods, s.alias))[:3]
+    small = tmp_path / "small.xml"
+    write_spec(StrategySet(spec.scale_factor, spec.seed, tuple(short)), small)
+    return small
+
+
 def _check_passed(run_dir, proc):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
@@ -89,12 +100,7 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
 def test_per_strategy_plan_passes_validation_on_a_smaller_set(engine, tmp_path, quick_pairs):
     """The three strategies with the shortest count windows (so they trade in two minutes), one
     pipeline each, at twice real-time speed (Pairs windows are over tickTS, unchanged by speed)."""
-    full = tmp_path / "all.xml"
-    write_strategies(load_aux(quick_pairs / "pairs-aux.json"), 42, full)
-    spec = read_strategies(full)
-    short = sorted(spec.strategies, key=lambda s: (s.period_length * s.num_periods, s.alias))[:3]
-    small = tmp_path / "small.xml"
-    write_spec(StrategySet(spec.scale_factor, spec.seed, tuple(short)), small)
+    small = _three_strategies(quick_pairs, tmp_path)
     run_dir = tmp_path / "run"
     proc = _cepkit("pairs", "-c", str(QUICK), "--set", f"run.engine={engine!r}", "--set", "run.speed=2.0",
                    "--plan", "per-strategy", "--data", str(quick_pairs), "--strategies", str(small),
@@ -131,12 +137,7 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
 def test_both_engines_answer_the_same_inputs_side_by_side(tmp_path, quick_pairs):
     """`cepkit pairs --engine spark,flink`: each engine runs the same dataset and strategies (three,
     at twice real-time speed), each PASSED, and one report puts them side by side."""
-    full = tmp_path / "all.xml"
-    write_strategies(load_aux(quick_pairs / "pairs-aux.json"), 42, full)
-    spec = read_strategies(full)
-    short = sorted(spec.strategies, key=lambda s: (s.period_length * s.num_periods, s.alias))[:3]
-    small = tmp_path / "small.xml"
-    write_spec(StrategySet(spec.scale_factor, spec.seed, tuple(short)), small)
+    small = _three_strategies(quick_pairs, tmp_path)
     parent = tmp_path / "both"
     proc = _cepkit("pairs", "-c", str(QUICK), "--engine", "spark,flink", "--set", "run.speed=2.0",
                    "--data", str(quick_pairs), "--strategies", str(small), "--out", str(parent), cwd=tmp_path)
