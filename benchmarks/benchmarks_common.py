@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+from pathlib import Path
 
 import psutil
 
@@ -29,3 +31,13 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def checkout_version() -> str:
+    """`git describe --always --dirty` of this checkout, for a result's notes ("unknown" outside git)."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"

@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 import traceback
@@ -46,6 +45,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from benchmarks_common import checkout_version
 from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
 from kit.atomic import atomic_write, check_parent
@@ -245,15 +245,6 @@ def draw_chart(points: list[dict], engines: list[str], path: Path) -> Path | Non
 
 # -- running ---------------------------------------------------------------------------------
 
-def _version() -> str:
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 class Recorder:
     """Collects points, appending each to RUNS/engine_compare.jsonl as it comes."""
 
@@ -374,7 +365,7 @@ def main() -> int:
     text = tables(rec.points, engines)
     print("\n" + text)
     command = shlex.join(["python", "benchmarks/engine_compare.py", *sys.argv[1:]])
-    notes = (f"Measured with cepkit {_version()} on {os.cpu_count()} cores, run.master {args.master}, to be run "
+    notes = (f"Measured with cepkit {checkout_version()} on {os.cpu_count()} cores, run.master {args.master}, to be run "
              f"alone on the machine; command: `{command}`; {(time.time() - started) / 60:.0f} min.")
     atomic_write(runs / "engine_compare.md", f"# {' vs '.join(engines)}\n\n{notes}\n\n{text}\n")
     chart = draw_chart(rec.points, engines, runs / "engine_compare.png")

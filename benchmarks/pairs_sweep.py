@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks_common import checkout_version
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
 from kit.atomic import atomic_write
 from kit.config import load_config
@@ -69,15 +69,6 @@ def _order_p99(run_dir: Path) -> tuple[int | None, str | None]:
         return None, None
     p = Pscore(**pscore).p99
     return p.n, f"{p.n:,} orders: {percentile_text(p, unit='', short=True)}"
-
-
-def _version() -> str:
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
@@ -170,7 +161,7 @@ def main() -> int:
         sys.exit(f"pairs_sweep: {e}")
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
-    version = _version()
+    version = checkout_version()
     rows: list[dict] = []
     notes = [f"Measured with cepkit {version}, quick standard profile (~2 minutes a run), --master from the "
              f"config ({' '.join(args.overrides) or 'defaults'}); per-strategy runs keep the first "

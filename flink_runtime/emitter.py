@@ -4,8 +4,8 @@ PyFlink has no Python sinks, so the job's last operator is a Python function tha
 to the harness sink itself (kit/wire/sink_client.py), the way the Spark runtime's foreachBatch
 does. `RowEmitter` (a FlatMapFunction at the end of a Table's stream) buffers rows per output
 stream and hands them over every `FLUSH_MS` from a thread of its own, so a row waits at most that
-long after Flink produced it and no flush depends on a next row arriving; `send_rows` is the same
-hand-over for an operator that computes its outputs itself (the Pairs buckets).
+long after Flink produced it and no flush depends on a next row arriving. (The Pairs buckets and
+the Python queries compute a whole range's rows at once and send them with `SinkClient.emit`.)
 
 Batch ids: the sink writes each (stream, batch id) once. An emitter instance numbers its flushes
 and interleaves them with its parallel siblings' (`flush * parallelism + subtask`), so ids never

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -15,9 +16,14 @@ from tests.helpers import REPO
 
 @pytest.fixture(scope="module")
 def ec():
-    spec = importlib.util.spec_from_file_location("engine_compare", REPO / "benchmarks" / "engine_compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # As `python benchmarks/engine_compare.py` runs it: its folder on the path (benchmarks_common).
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("engine_compare", REPO / "benchmarks" / "engine_compare.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
     return module
 
 

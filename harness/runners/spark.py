@@ -12,8 +12,8 @@ from harness.runners import Launch
 
 
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
-    submit = spark_submit_command(spec, args, engine_conf(spec))
     conf, applied, extra_env = engine_conf(spec), {}, {}
+    submit = spark_submit_command(spec, args, conf)
     if spec.jvm_class_archive:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
