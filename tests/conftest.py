@@ -3,8 +3,10 @@ the driver tests' check that no driver thread outlives a test."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -19,9 +21,10 @@ from tests.fuzz import run_cli
 from tests.helpers import SCHEMAS, pairs_config
 
 
-# Run only when an -m expression names them (`-m slow`, `-m cluster`, `-m flink`, `-m "slow and spark"`): any
-# other selection, the default run and `-m "not spark and not postgres"` included, leaves them out.
-ON_REQUEST = ("slow", "cluster", "flink")
+# Run only when an -m expression names them (`-m e2e`, `-m cluster`, `-m flink`, `-m "slow and spark"`): any
+# other selection, the default run and `-m "not spark and not postgres"` included, leaves them out. The
+# default run keeps every test that starts no engine plus the `smoke` runs (tests/helpers.py, engine_params).
+ON_REQUEST = ("slow", "e2e", "cluster", "flink")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,6 +36,86 @@ def pytest_collection_modifyitems(config, items):
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = [item for item in items if not item.get_closest_marker(mark)]
+
+
+# -- engine runs alone under pytest-xdist ------------------------------------------------------------
+# The default run spreads its tests over the machine's cores (scripts/test.sh: pytest-xdist, -n 2).
+# A test that starts an engine must not share the 2 cores: its replay runs at a wall-clock rate and a
+# starved engine falls behind and is stopped as unsustainable. So under xdist each test holds a
+# share of the machine: engine-free tests a shared one, side by side; an engine test an exclusive
+# one, taken once the running tests have finished and held until it has, while the other workers
+# wait. Two flock(2) locks in the run's temporary directory (which the workers share): the gate,
+# which an engine test closes first so that no new test starts while it waits, and the room itself.
+
+ENGINE_MARKS = ("spark", "flink")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not hasattr(item.config, "workerinput"):      # not an xdist worker: one test at a time anyway
+        yield
+        return
+    alone = any(item.get_closest_marker(m) for m in ENGINE_MARKS)
+    mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+    shared = item.config._tmp_path_factory.getbasetemp().parent     # <run>/popen-gwN -> <run>
+    with open(shared / "machine.gate", "a") as gate, open(shared / "machine.room", "a") as room:
+        fcntl.flock(gate, mode)
+        fcntl.flock(room, mode)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+
+
+# -- a stage's time budget (.ci/run) -----------------------------------------------------------------
+# .ci/run gives each stage a budget (--budget-s). Past it, the session stops after the running test
+# and fails, whatever the tests said: a slow change is named in its stage, long before CI's limit
+# cuts the whole run short. Kept by the process that reports (the xdist controller, or the only one).
+
+class StageBudget:
+    def __init__(self, config, budget_s: float):
+        self.config, self.budget_s = config, budget_s
+        self.started = time.monotonic()
+        self.session = None
+        self.over = False
+
+    def took_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report):
+        if report.when == "teardown" and not self.over and self.took_s() > self.budget_s:
+            self.over = True
+            self.session.shouldstop = f"over the stage's time budget ({self.budget_s:g} s, .ci/run)"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        took = self.took_s()
+        over = self.over or took > self.budget_s
+        line = f"stage time {took:.0f} s of a {self.budget_s:g} s budget" + (": OVER BUDGET, failed" if over else "")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_sep("=", line, red=over, green=not over, bold=True)
+        if over and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_addoption(parser):
+    parser.addoption("--budget-s", type=float, default=None, metavar="S",
+                     help="stop the session after the running test, and fail it, once it has taken more than S "
+                          "seconds (.ci/run gives each stage its budget)")
+
+
+def pytest_configure(config):
+    budget = config.getoption("budget_s")
+    if budget is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(StageBudget(config, budget), "cepkit-stage-budget")
 
 
 @pytest.fixture(scope="session")

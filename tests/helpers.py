@@ -33,12 +33,24 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**64), st.floats(), 
 REPO = Path(__file__).resolve().parent.parent
 # tests/: its data/ (inputs of the tests) and spark_programs/ (hand-written engine programs).
 TESTS_DIR = REPO / "tests"
+# The tests' short Pairs run: quick SF=1 replayed at 4x real time (~30 s of load).
+SHORT_PAIRS = TESTS_DIR / "data" / "configs" / "short-pairs.toml"
 
 
-def engine_params(*names: str) -> list:
+# The engine whose runs the default test run may start (the smoke runs); every other engine's marker is
+# run on request (tests/conftest.py ON_REQUEST).
+DEFAULT_RUN_ENGINE = "spark"
+
+
+def engine_params(*names: str, default_run: str | None = "e2e") -> list:
     """One pytest param per engine of the registry (or of `names`), marked with the engine's own
-    marker (`spark`, `flink`: pyproject.toml), so `-m flink` selects a Flink run of any test."""
-    return [pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in (names or sorted(ENGINES))]
+    marker (`spark`, `flink`: pyproject.toml), so `-m flink` selects a Flink run of any test. The
+    default engine's run also carries `default_run`: `e2e` (on request: `-m e2e`), `smoke` (the few
+    runs of the default test run), or None for a test already on request by another marker (slow)."""
+    def marks(name):
+        extra = [getattr(pytest.mark, default_run)] if name == DEFAULT_RUN_ENGINE and default_run else []
+        return [getattr(pytest.mark, name), *extra]
+    return [pytest.param(name, id=name, marks=marks(name)) for name in (names or sorted(ENGINES))]
 
 
 def program_literals(path: Path) -> dict:

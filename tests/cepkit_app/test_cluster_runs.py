@@ -1,6 +1,7 @@
 """The benchmarks on a real Spark standalone cluster (1 master, 2 workers on 127.0.0.1): quick SF=1
-Pairs and a microbenchmark workload validated there, an executor killed mid-run, and the run's
-spark-submit line started by hand while the harness feeds (specs/ENGINE_RUN.md, "Clusters")."""
+Pairs (the tests' short replay, tests/data/configs/short-pairs.toml) and a microbenchmark workload
+validated there, an executor killed mid-run, and the run's spark-submit line started by hand while
+the harness feeds (specs/ENGINE_RUN.md, "Clusters")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from harness.cluster import start_cluster, stop_cluster
 from harness.cluster_spec import ClusterSpec
+from tests.helpers import SHORT_PAIRS
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -46,7 +48,7 @@ def _passed(run_dir, stderr: str) -> dict:
 
 def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_executors(master, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--out", run_dir, cwd=tmp_path)
+    proc = _cepkit("pairs", "-c", SHORT_PAIRS, "--master", master.master_url, "--out", run_dir, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _passed(run_dir, proc.stderr)
     started = json.loads((run_dir / "engine" / "run.json").read_text())["engine"]["started"]
@@ -67,19 +69,19 @@ def test_a_micro_workload_passes_on_the_cluster(master, tmp_path):
 
 def test_a_killed_executor_loses_no_answer(master, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--fault", "kill-executor@40s",
+    proc = _cepkit("pairs", "-c", SHORT_PAIRS, "--master", master.master_url, "--fault", "kill-executor@12s",
                    "--out", run_dir, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (recovery,) = _passed(run_dir, proc.stderr)["faults"]
     assert recovery["kind"] == "kill-executor" and 0 < recovery["recovery_ms"] < 120_000
     (fault,) = json.loads((run_dir / "engine" / "run.json").read_text())["faults"]
     assert fault["target"] == "java" and fault["restarted_ms"] is None       # no program restart needed
-    assert "fault kill-executor@40s: recovery" in proc.stderr
+    assert "fault kill-executor@12s: recovery" in proc.stderr
 
 
 def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run(master, tmp_path):
     run_dir = tmp_path / "run"
-    harness = _cepkit("pairs", "-c", "quick", "--master", master.master_url, "--launch", "external",
+    harness = _cepkit("pairs", "-c", SHORT_PAIRS, "--master", master.master_url, "--launch", "external",
                       "--out", run_dir, cwd=tmp_path, wait=False)
     script = run_dir / "engine" / "spark-submit.sh"
     deadline = time.monotonic() + 120

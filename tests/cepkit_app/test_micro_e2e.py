@@ -1,6 +1,7 @@
 """Microbenchmarks end to end on a real engine: every query kind in one workload, run by
 `cepkit micro` on local Spark (with each of Spark's core placements) and on Flink (`-m flink`),
-each query's output checked by the validator."""
+each query's output checked by the validator. The default placement on Spark is the default test
+run's micro smoke (6 s of load, one program); the other placements and J3's JDBC plan are `e2e`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter,
                           Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, write_spec)
 from kit.workload.suite import Dataset, Load, Param, Workload
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]   # every test joins a PostgreSQL table
+pytestmark = pytest.mark.postgres   # every test joins a PostgreSQL table
 
 AGGS = ("SUM", "AVG", "MAX", "MIN", "STDEV", "MEDIAN", "COUNT")
 
@@ -72,10 +73,12 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     return proc, run_dir
 
 
-@pytest.mark.parametrize("cores", ["driver", "operator"])
+@pytest.mark.parametrize("cores", [pytest.param("by-kind", marks=[pytest.mark.spark, pytest.mark.smoke]),
+                                   pytest.param("driver", marks=[pytest.mark.spark, pytest.mark.e2e]),
+                                   pytest.param("operator", marks=[pytest.mark.spark, pytest.mark.e2e])])
 def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
-    """Every core on the driver, and every core in Spark's stateful operator (the default,
-    "by-kind", mixes the two and runs in tests/cepkit_app/test_micro_suites.py)."""
+    """The default placement (by-kind: whole-stream cores on the driver, keyed ones in Spark's
+    stateful operator), every core on the driver, and every core in the operator."""
     proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.cores={cores!r}")
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]
@@ -86,7 +89,7 @@ def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     assert "PostgreSQL on 127.0.0.1" in proc.stderr
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
     states = run_dir / "every-kind" / "engine" / "checkpoint" / "driver-cores"
-    assert states.is_dir() == (cores == "driver")
+    assert states.is_dir() == (cores != "operator")
 
 
 @pytest.mark.flink
@@ -117,6 +120,8 @@ def database_joins() -> Workload:
                     Load("constant", 300.0, 5000), QuerySet("independent", queries), (Param("plan", "jdbc"),))
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_the_jdbc_plan_of_j3_matches_the_reference_on_spark(tmp_path):
     """J3 through Spark's own JDBC source and Debian's JDBC driver (a PySpark plan), against a
     real PostgreSQL."""

@@ -95,7 +95,7 @@ def check_quick_workload(engine, kind, suite, workload, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.postgres
-@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("engine", engine_params(default_run=None))
 @pytest.mark.parametrize("suite", SUITE_NAMES)
 def test_quick_suite_passes_on_the_engine(engine, suite, tmp_path):
     out = run_quick(engine, suite, (), tmp_path)

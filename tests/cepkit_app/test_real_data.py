@@ -56,6 +56,7 @@ def test_converted_closes_get_strategies_and_expected_answers(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.e2e
 def test_real_closes_through_cepkit_pairs_pass(tmp_path):
     """`cepkit pairs --data` on the converted closes at their recorded pace x 6e6 (23 months in
     about 10 s): every Indicator and MarketOrder right, the whole run measured, a pscore."""

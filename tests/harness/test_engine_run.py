@@ -9,7 +9,6 @@ output breaks the declared schema and must fail loudly.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,12 +23,11 @@ from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
 from harness.jvm_archive import archive_path
 from harness.local_fs import jar_path as local_fs_jar_path
-from harness.resources import ResourceSampler
 from kit.errors import CepkitError
 from tests.helpers import TESTS_DIR, pairs_config, read_ticks
 from validator.outputlog import read_output_log, read_resources
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 ECHO = TESTS_DIR / "spark_programs" / "echo_program.py"
 RATE_EPS = 5000.0
@@ -197,20 +195,3 @@ def test_an_output_that_breaks_the_declared_schema_fails_the_run_loudly(ticks, t
     assert "missing column(s) missingColumn" in result.message
     assert "\n" not in result.message
     assert json.loads((run_dir / "run.json").read_text())["reason"] == result.message
-
-
-def test_resource_sampler_sums_a_process_tree_whose_children_appear_late(tmp_path):
-    # A parent that starts a busy child after a moment, as the program starts its JVM.
-    busy = "import time\\nt = time.time()\\nwhile time.time() - t < 1.5: pass"
-    code = f"import subprocess, sys, time; time.sleep(0.3); subprocess.run([sys.executable, '-c', '{busy}'])"
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    sampler = ResourceSampler(proc.pid, tmp_path / "resources.csv", interval_s=0.25).start()
-    proc.wait()
-    time.sleep(0.5)     # the sampler notices the root is gone and stops sampling by itself
-    sampler.stop()
-    df = read_resources(tmp_path / "resources.csv")
-    assert list(df.columns) == ["ts_ms", "cpu_percent", "rss_bytes", "jvm_rss_bytes", "python_rss_bytes"]
-    assert len(df) >= 4 and df["ts_ms"].is_monotonic_increasing
-    assert df["cpu_percent"].max() > 50                  # the child's busy loop, found after it started
-    assert (df["python_rss_bytes"] > 0).all() and (df["jvm_rss_bytes"] == 0).all()
-    assert sampler.peak_rss_bytes == df["rss_bytes"].max()

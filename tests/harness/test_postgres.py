@@ -3,6 +3,8 @@ primary key, stopped with nothing left running, its log kept in the run director
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import psutil
 import psycopg
@@ -16,18 +18,34 @@ from kit.errors import CepkitError
 pytestmark = pytest.mark.postgres
 
 
-def _postgres_pids() -> set[int]:
-    """Running server processes (an exited one can linger as a zombie until its parent reaps it)."""
-    return {p.pid for p in psutil.process_iter(["name", "status"])
-            if p.info["name"] in ("postgres", "postmaster") and p.info["status"] != psutil.STATUS_ZOMBIE}
+def _server_pids(directory) -> set[int]:
+    """The running processes of the server whose files are in `directory`: its postmaster (which
+    names its data directory on its command line) and the processes it forked. Other PostgreSQL
+    servers on the machine (another test's, run beside this one) are not this test's to judge. An
+    exited process can linger as a zombie until its parent reaps it."""
+    found = set()
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if p.info["status"] == psutil.STATUS_ZOMBIE or str(directory) not in " ".join(p.info["cmdline"] or []):
+            continue
+        found.add(p.pid)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found |= {c.pid for c in p.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_table_loaded_queried_and_server_gone_after_stop(tmp_path):
     ids = np.arange(1, 501, dtype=np.int32)
     t1 = np.random.default_rng(1).uniform(1, 100, 500)
     pq.write_table(pa.table({"ID": ids, "T1": t1, "T2": t1 * 2}), tmp_path / "T.parquet")
-    before = _postgres_pids()
     with PostgresServer(tmp_path / "pg") as pg:
+        server_dir = pg.dir
         assert "host=127.0.0.1" in pg.dsn
         assert pg.load_table(tmp_path / "T.parquet") == 500
         with psycopg.connect(pg.dsn) as conn:
@@ -40,8 +58,9 @@ def test_table_loaded_queried_and_server_gone_after_stop(tmp_path):
         assert [r[0] for r in every] == ids.tolist()
         assert [r[1] for r in every] == t1.tolist() and [r[2] for r in every] == (t1 * 2).tolist()
         assert pk == 1 and listen == "127.0.0.1"
-        assert _postgres_pids() - before
-    assert not (_postgres_pids() - before)
+        running = _server_pids(server_dir)
+        assert len(running) >= 2         # the postmaster and its background processes
+    assert not _server_pids(server_dir) and not [pid for pid in running if _alive(pid)]
     assert "database system is ready" in (tmp_path / "pg" / "server.log").read_text()
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(pg.dsn, connect_timeout=2)

@@ -213,6 +213,7 @@ def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.e2e
 def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
     """Q7 push-down (thesis 4.5.4): an event that satisfies neither element's Where is not routed
     to the pattern's group, so it never crosses the shuffle; other queries still get every event."""
