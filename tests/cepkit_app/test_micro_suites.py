@@ -1,11 +1,12 @@
 """The quick microbenchmark suites, as `cepkit micro --suite NAME --quick` runs them, on each engine.
 
-In the default run, every query kind gets one workload of its quick suite (the first that uses it,
-`representatives()`), run on the engine and validated: 0 missing, 0 undue, 0 wrong for each query.
+Under `-m e2e` (Spark) and `-m flink`, every query kind gets one workload of its quick suite (the
+first that uses it, `representatives()`), run on the engine and validated: 0 missing, 0 undue, 0
+wrong for each query.
 J3 runs against a real PostgreSQL the harness starts. Whole suites, every workload, take about 20
 minutes on 2 cores, so they are marked slow (`pytest -m slow`).
 Both are parametrized over the engine registry, so a new engine is tested without new code; each
-engine's runs carry its marker (Flink's run on request: `pytest -m flink`)."""
+engine's runs carry its marker (on request: `pytest -m e2e` for Spark's, `-m flink`)."""
 
 from __future__ import annotations
 
