@@ -53,6 +53,16 @@ def engine_params(*names: str, default_run: str | None = "e2e") -> list:
     return [pytest.param(name, id=name, marks=marks(name)) for name in (names or sorted(ENGINES))]
 
 
+def with_class_archive(builder):
+    """A SparkSession builder that maps the JVM class archive scripts/setup.sh builds
+    (harness/jvm_archive.py), as the harness's engine runs do: a test's own session starts faster."""
+    from harness.jvm_archive import driver_java_options
+
+    for key, value in driver_java_options(())[0]:
+        builder = builder.config(key, value)
+    return builder
+
+
 def program_literals(path: Path) -> dict:
     """The top-level `NAME = literal` assignments of a generated program, read without importing
     it (a program imports its engine, which may live in another environment: Flink's)."""

@@ -21,6 +21,7 @@ from cepkit_app.cli import main
 from harness.cluster import MASTER_CLASS, WORKER_CLASS, cluster_status, start_cluster, stop_cluster
 from harness.cluster_spec import STATE_FILE, ClusterSpec
 from kit.errors import CepkitError
+from tests.helpers import with_class_archive
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -46,7 +47,7 @@ def spark(cluster):
         # The executors' Python workers must be this venv's interpreter (pandas, pyarrow).
         mp.setenv("PYSPARK_PYTHON", sys.executable)
         mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        session = (SparkSession.builder.master(cluster.master_url).appName("cepkit-cluster-test")
+        session = (with_class_archive(SparkSession.builder).master(cluster.master_url).appName("cepkit-cluster-test")
                    .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
                    .config("spark.sql.shuffle.partitions", "2").getOrCreate())

@@ -22,7 +22,7 @@ from kit.workload import (Aggregate, CountWindowAggregation, Filter, QuerySet, T
 from kit.workload.suite import Dataset, Load, Workload
 from translators.output import write_program
 from kit.engines import ENGINES
-from tests.helpers import program_literals
+from tests.helpers import program_literals, with_class_archive
 from translators.registry import engine_module
 from translators.request import MicroTranslation
 from translators.flink_micro import flink_plan
@@ -221,7 +221,7 @@ def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
 
     from spark_runtime.micro_plan import _routed_to
 
-    spark = (SparkSession.builder.master("local[1]").appName("cepkit-test-pushdown")
+    spark = (with_class_archive(SparkSession.builder).master("local[1]").appName("cepkit-test-pushdown")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
     try:
         events = spark.createDataFrame([("S1", 5.0), ("S1", 50.0), ("S1", 95.0), ("S2", 5.0), ("S2", 50.0)],
