@@ -34,7 +34,7 @@ from datagen.csv_values import INT32_MAX, check_time_format
 from datagen.output import GeneratedDataset, SplitWriter
 from datagen.pairs import TICK_CSV_SCHEMA, TICK_FILE_SCHEMA
 from kit.atomic import StagedDir
-from kit.config import FORMATS
+from kit.config import FORMATS, MAX_SCALE_FACTOR
 from kit.datafiles import sha256_of
 from kit.errors import CepkitError, at
 from kit.manifest import write_manifest
@@ -91,6 +91,10 @@ class ConvertSpec:
         for name, value in (("file count", self.file_count), ("scale factor", self.scale_factor)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CepkitError(f"convert: {name} must be a positive integer, got {value!r}")
+        # The config's range (pairs.scale_factor): the strategies file generated from this dataset
+        # records the scale factor and refuses a larger one.
+        if self.scale_factor > MAX_SCALE_FACTOR:
+            raise CepkitError(f"convert: scale factor must be <= {MAX_SCALE_FACTOR}, got {self.scale_factor}")
         if not isinstance(self.sort, bool):
             raise CepkitError(f"convert: sort must be true or false, got {self.sort!r}")
         if self.attribute_columns is not None and not self.attribute_columns:

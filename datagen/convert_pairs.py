@@ -12,7 +12,7 @@ from datagen.convert_csv import CsvRecords, check_readable
 from datagen.csv_values import printable
 from kit.errors import at
 from kit.scale import MAX_STRATEGIES_PER_PAIR, STRATEGIES_PER_SF
-from kit.workload.aux import Correlation, PairsAux
+from kit.workload.aux import Correlation, PairsAux, symbol_problem
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ def read_correlations(path: Path) -> list[Pair]:
         for name, s in (("symbol1", s1), ("symbol2", s2)):
             if not s:
                 raise at(display, line, f"field {name!r}: expected a symbol, got an empty value")
+            if (why := symbol_problem(s)) is not None:
+                raise at(display, line, f"field {name!r}: {why}")
             if s in where:
                 raise at(display, line, f"symbol {s!r} is already paired on line {where[s]} "
                                         f"(a symbol is in at most one pair)")

@@ -17,6 +17,8 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kit.workload.aux import symbol_problem
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -110,9 +112,14 @@ def parse_double(text: str) -> float:
 
 
 def parse_symbol(text: str) -> str:
+    """A ticker symbol by the kit's one rule (kit.workload.aux, specs/DATA.md), so that the query
+    generator and the strategies reader accept every symbol a converted dataset holds."""
     t = text.strip()
     if not t:
         raise BadValue("expected a symbol, got an empty value")
+    why = symbol_problem(t)
+    if why is not None:
+        raise BadValue(why)
     return t
 
 

@@ -4,7 +4,7 @@ Nothing half-written survives a failure or a signal, and nothing existing is ove
 
 - `StagedDir(final)`: a context manager yielding a hidden staging directory next to `final`;
   on success it is renamed to `final`, on any exception (KeyboardInterrupt included: SIGINT,
-  and under `cepkit` also SIGTERM, raise it) it is removed.
+  and under `cepkit` every other signal of `TERMINATION_SIGNALS`, raise it) it is removed.
 - `atomic_open(path, mode)`: a context manager yielding a file object open on a hidden sibling
   temp file; on success its bytes are flushed to disk and the file appears at `path` in one step
   (a hard link, so an existing `path` is never replaced unless `overwrite=True`); on failure the
@@ -13,8 +13,11 @@ Nothing half-written survives a failure or a signal, and nothing existing is ove
   name). A process killed outright (SIGKILL, power cut) cannot clean up; the next `StagedDir` or
   `atomic_open` in the same parent directory removes the leftovers of processes of this host
   that no longer exist (`remove_stale_partials`).
-- The final rename and the clean-up run with SIGINT and SIGTERM deferred (`deferred_signals`),
-  so a second Ctrl-C cannot leave a half-removed staging directory behind.
+- The final rename and the clean-up run with every signal of `TERMINATION_SIGNALS` deferred
+  (`deferred_signals`), so a second Ctrl-C or a SIGHUP cannot leave a half-removed staging
+  directory behind. `TERMINATION_SIGNALS` is the one list of the catchable signals whose default
+  action ends the process (specs/EXIT_CODES.md says why each is in or out); under `cepkit` each
+  raises a KeyboardInterrupt, so every `with` block cleans up.
 - An OSError without a file name raised while writing (ENOSPC from a buffered write, pyarrow's
   I/O errors) becomes a one-line CepkitError naming the output.
 - `check_free_space(path, need_bytes, what)` refuses work that cannot fit on the output's
@@ -100,9 +103,28 @@ def remove_stale_partials(parent: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def _termination_signals() -> tuple[signal.Signals | int, ...]:
+    # Left out, on purpose: SIGKILL and SIGSTOP (cannot be caught); SIGPIPE and SIGXFSZ (Python
+    # ignores both at start-up, so the write that would raise them fails instead, with EPIPE, which
+    # the CLI's stream rule handles, or EFBIG, a one-line error naming the output); the signals of
+    # a fault in the process itself (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT: a
+    # Python handler would run after the faulting C code, if at all); the ones whose default is not
+    # to end the process (SIGCHLD, SIGCONT, SIGURG, SIGWINCH, SIGTSTP, SIGTTIN, SIGTTOU).
+    names = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGXCPU",
+             "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPOLL", "SIGPWR", "SIGLOST", "SIGEMT")
+    found = dict.fromkeys(getattr(signal, n) for n in names if hasattr(signal, n))   # SIGPOLL is SIGIO on Linux
+    realtime = range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else range(0)
+    return (*found, *realtime)
+
+
+# Every catchable signal whose default action ends the process and Python does not ignore
+# (Linux: 13 named ones and the real-time ones).
+TERMINATION_SIGNALS: tuple[signal.Signals | int, ...] = _termination_signals()
+
+
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM for the duration of the block, then deliver them.
+    """Hold every signal of TERMINATION_SIGNALS for the duration of the block, then deliver them.
 
     Only the main thread can change signal handlers; elsewhere (and where a handler was installed
     outside Python) the block runs unprotected.
@@ -116,14 +138,14 @@ def deferred_signals() -> Iterator[None]:
         caught.append(signum)
 
     previous: dict[int, Any] = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old = signal.getsignal(sig)
-            if old is None:
-                continue
+    for sig in TERMINATION_SIGNALS:
+        old = signal.getsignal(sig)
+        if old is None or old is signal.SIG_IGN:     # set outside Python, or ignored: nothing to hold
+            continue
+        try:
             previous[sig] = signal.signal(sig, hold)
-    except (ValueError, OSError):
-        pass
+        except (ValueError, OSError):
+            pass
     try:
         yield
     finally:

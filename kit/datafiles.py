@@ -162,7 +162,8 @@ def csv_header(path: Path) -> list[str]:
     """The column names on a CSV data file's first line; an unreadable one is one line naming it."""
     import csv
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        # utf-8-sig: a byte-order mark is not part of the first column's name (pyarrow skips it too).
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             return next(csv.reader(fh), [])
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise at(path, 1, f"cannot read the CSV header: {first_line(e)}") from None

@@ -3,7 +3,8 @@
 Each file kind has its own model and checks (`kit.manifest`, `kit.workload.aux`, ...); this module
 only turns bytes into a JSON object and back, so that every reader fails the same way: one
 `CepkitError` line naming the file (and the line where the JSON parser knows it) for a missing or
-unreadable file, text that is not UTF-8, invalid JSON, or a document that is not an object.
+unreadable file, a file that is not a regular one or is larger than its kind's cap (`kit.inputs`),
+text that is not UTF-8, invalid JSON, or a document that is not an object.
 """
 
 from __future__ import annotations
@@ -13,21 +14,17 @@ import os
 from pathlib import Path
 
 from kit.errors import at
+from kit.inputs import read_input_bytes
 
 
-def read_json_object(path: str | os.PathLike, *, missing: str = "not found", what: str = "a JSON file") -> dict:
+def read_json_object(path: str | os.PathLike, *, missing: str = "not found", what: str = "a JSON file",
+                     kind: str = "json") -> dict:
     """The JSON object in `path`. `missing` is the message when the file does not exist (readers
     say what a missing file means, e.g. "not a cepkit dataset directory"); `what` names the file
-    kind for a directory given in its place ("a manifest file")."""
+    kind for a directory or other non-regular file given in its place ("a manifest file");
+    `kind` is the document kind whose size cap applies (`kit.inputs.LIMITS`)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise at(path, None, missing) from None
-    except IsADirectoryError:
-        raise at(path, None, f"is a directory, not {what}") from None
-    except OSError as e:
-        raise at(path, None, f"cannot read: {e.strerror or e}") from None
+    data = read_input_bytes(path, kind, what=what, missing=missing)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -173,7 +173,8 @@ def load_manifest(directory: str | os.PathLike) -> Manifest:
     if not directory.is_dir():
         raise CepkitError(f"{directory}: dataset directory not found")
     mpath = directory / FILE_NAME
-    doc = read_json_object(mpath, missing="not found: not a cepkit dataset directory", what="a manifest file")
+    doc = read_json_object(mpath, missing="not found: not a cepkit dataset directory", what="a manifest file",
+                           kind="manifest")
 
     kind = doc.get("kind")
     if kind != KIND:

@@ -1,4 +1,9 @@
-"""Fresh output paths: every output lands in a new file or directory, never over an earlier one."""
+"""Fresh output paths: every output lands in a new file or directory, never over an earlier one.
+
+`output_path` is how every command reads its `--out` (and `path_option` any optional path): unset
+means a fresh path under the configured folder; given, it is used as is; empty is an error, never
+the default.
+"""
 
 from __future__ import annotations
 
@@ -28,3 +33,21 @@ def fresh_path(parent: Path, name: str) -> Path:
         n += 1
         candidate = parent / f"{stem}-{n}{suffix}"
     return candidate
+
+
+def path_option(given: str | None, option: str = "--out") -> str | None:
+    """An `--out` value as given, None when unset; an empty or blank value (an unset shell
+    variable, say) is refused rather than read as "unset": the user named an output and would not
+    find it in the default folder."""
+    from kit.errors import CepkitError
+
+    if given is not None and not given.strip():
+        raise CepkitError(f"{option}: must name a file or directory, got an empty value "
+                          f"(leave {option} out for its default)")
+    return given
+
+
+def output_path(given: str | None, parent: Path, name: str, option: str = "--out") -> Path:
+    """The command's output path: `given` (the `--out` value), or a fresh `parent/name` when unset."""
+    given = path_option(given, option)
+    return fresh_path(parent, name) if given is None else Path(given)

@@ -3,7 +3,9 @@
 Scaling rules: every started block of ten scale-factor steps is a market of 100 symbols, a
 quarter of which form correlated pairs (so half the symbols are monitored); there are 25
 strategies per scale-factor step; the basis input rate is 5,000 events/s per market and the
-peak rate is 1.5 times the basis.
+peak rate is 1.5 times the basis. Counts a config leaves unset are derived within what the
+given ones hold (at least one pair, a pair within one market, at most ten strategies per pair), so
+a dataset generated from any accepted config is one the query generator accepts.
 
 `load(sf)` is Appendix A's work-per-second figure (with the constant 25*lambda removed) and
 `pscore` divides it by the 99th-percentile MarketOrder latency in seconds.
@@ -49,11 +51,21 @@ class ScaleModel:
             raise CepkitError(f"markets must be >= 1, got {self.markets}")
         if self.symbols < 2:
             raise CepkitError(f"symbols must be >= 2, got {self.symbols}")
-        if not 1 <= self.correlations <= self.symbols // 2:
-            raise CepkitError(
-                f"correlations must be in [1, symbols/2 = {self.symbols // 2}], got {self.correlations}")
+        capacity = pair_capacity(self.symbols, self.markets)
+        if capacity < 1:
+            raise CepkitError(f"symbols: {self.symbols} symbols over {self.markets} markets leave no market with "
+                              f"two symbols to pair; give at least {self.markets + 1}")
+        if not 1 <= self.correlations <= capacity:
+            raise CepkitError(f"correlations must be in [1, {capacity}] ({self.symbols} symbols over "
+                              f"{self.markets} market(s), a pair within one market), got {self.correlations}")
         if self.strategies < 1:
             raise CepkitError(f"strategies must be >= 1, got {self.strategies}")
+        # The query generator assigns at most MAX_STRATEGIES_PER_PAIR strategies to a pair: a count
+        # the dataset cannot hold is refused here, not by the next command.
+        if self.strategies > self.correlations * MAX_STRATEGIES_PER_PAIR:
+            raise CepkitError(f"strategies must be <= {self.correlations * MAX_STRATEGIES_PER_PAIR} "
+                              f"({self.correlations} correlated pairs x {MAX_STRATEGIES_PER_PAIR} strategies per "
+                              f"pair), got {self.strategies}")
         if not (self.basis_rate_eps > 0 and self.peak_rate_eps >= self.basis_rate_eps):
             raise CepkitError(
                 f"rates must satisfy 0 < basis <= peak, got basis={self.basis_rate_eps} peak={self.peak_rate_eps}")
@@ -64,13 +76,25 @@ class ScaleModel:
                 basis_rate_eps: float | None = None, peak_factor: float = PEAK_FACTOR) -> "ScaleModel":
         markets = markets_for(scale_factor)
         n_symbols = SYMBOLS_PER_MARKET * markets if symbols is None else symbols
-        n_corr = n_symbols // 4 if correlations is None else correlations
-        n_strat = STRATEGIES_PER_SF * scale_factor if strategies is None else strategies
+        # A quarter of the symbols, at least one pair and no more than the markets can hold (a
+        # few symbols over many markets).
+        n_corr = (min(max(1, n_symbols // 4), pair_capacity(n_symbols, markets)) if correlations is None
+                  else correlations)
+        # 25 per scale-factor step, no more than the pairs hold (as for a converted dataset).
+        n_strat = (min(STRATEGIES_PER_SF * scale_factor, MAX_STRATEGIES_PER_PAIR * n_corr) if strategies is None
+                   else strategies)
         basis = BASIS_RATE_PER_MARKET_EPS * markets if basis_rate_eps is None else float(basis_rate_eps)
         return cls(scale_factor=scale_factor, markets=markets, symbols=n_symbols,
                    correlations=n_corr, strategies=n_strat,
                    users=math.ceil(n_strat / STRATEGIES_PER_USER),
                    basis_rate_eps=basis, peak_rate_eps=basis * peak_factor)
+
+
+def pair_capacity(symbols: int, markets: int) -> int:
+    """How many correlated pairs `symbols` can form when split into `markets` contiguous blocks
+    as even as possible (numpy.array_split, as datagen does): a pair lies within one market."""
+    q, r = divmod(symbols, markets)
+    return r * ((q + 1) // 2) + (markets - r) * (q // 2)
 
 
 def load(scale_factor: int) -> int:

@@ -24,7 +24,12 @@ import numpy as np
 
 FLAT, LONG_SHORT, SHORT_LONG = 0, 1, 2
 POSITION_NAMES = ("FLAT", "LONG_SHORT", "SHORT_LONG")
-COLLAPSE_REL = 1e-12  # bands this narrow give no signal (PAIRS_SEMANTICS.md section 5)
+# Bands this narrow give no signal (PAIRS_SEMANTICS.md section 5): sd <= COLLAPSE_ULPS * EPS * N *
+# |avgRatio|, what rounding alone makes of mathematically equal ratios (with a margin). 4 * EPS * N is
+# exact (powers of two), so the threshold is one rounding of the product with |avgRatio|, as the
+# validator's reference computes it.
+COLLAPSE_ULPS = 4
+EPS = 2.0 ** -52
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ class Book:
                                "lowerBand": lower, "inputTickTS": period.tick_ts, "inputTS": period.ts,
                                "ingestTS": period.ingest_ts})
         prev = state.prev[rows]
-        banded = ~(sd <= COLLAPSE_REL * np.abs(avg))
+        banded = ~(sd <= COLLAPSE_ULPS * EPS * n * np.abs(avg))
         # NaN (no previous Indicator) compares false, so the first Indicator never signals.
         high = banded & (ratio >= upper) & (prev[:, 0] < prev[:, 1])
         low = banded & (ratio <= lower) & (prev[:, 0] > prev[:, 2])

@@ -13,6 +13,10 @@ cases; a subprocess each would cost a Python start-up) and asserts the contract 
 
 Budgets: `FUZZ_EXAMPLES` examples per property in the default run, more under `-m slow`
 (`slow_settings`).
+
+`run_capped(code)` runs Python code in a child process under a memory cap (`MEMORY_CAP_BYTES`,
+RLIMIT_AS) and a time limit: a hostile input that once exhausted the memory or hung a command
+then fails its test (MemoryError, killed, or timed out) instead of taking the machine down.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import contextlib
 import hashlib
 import io
 import os
+import resource
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -37,6 +44,20 @@ fuzz_settings = settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=
                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                 HealthCheck.data_too_large, HealthCheck.filter_too_much])
 slow_settings = settings(fuzz_settings, max_examples=SLOW_EXAMPLES, derandomize=False)
+
+MEMORY_CAP_BYTES = 2 << 30
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP_BYTES, MEMORY_CAP_BYTES))
+
+
+def run_capped(code: str, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    """`python -c code args...` from the repository root, under MEMORY_CAP_BYTES of address space
+    and `timeout_s` (subprocess.TimeoutExpired: a hang is a failure too)."""
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=_ROOT, capture_output=True, text=True,
+                          timeout=timeout_s, preexec_fn=_cap_memory)
 
 
 def tree_digest(roots: Iterable[Path]) -> dict[str, str]:

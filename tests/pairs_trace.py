@@ -1,5 +1,6 @@
 """A hand-built Pairs tick trace with every number worked out: the validator's reference engine
-and the Spark runtime's strategy logic are both checked against it.
+and the Spark runtime's strategy logic are both checked against it. (A second trace, prices near
+2^31 cents with tiny genuine crossings, follows below: `big_price_rows`.)
 
 Strategy st_00001 over AAAAAA (symbol1) and BBBBBB (symbol2): P = 1 s, N = 2, m = 0.5,
 q = 0.1, funds 100000 cents. With N = 2 the window [a, b] has mean (a+b)/2 and population sd
@@ -38,6 +39,14 @@ BBBBBB at +500. Period 8 has no BBBBBB tick, so it yields no ratio.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 T0 = 1_767_623_400_000
 A, B, C = "AAAAAA", "BBBBBB", "CCCCCC"
@@ -90,3 +99,72 @@ def trace_rows() -> list[tuple[str, int, int]]:
         if len(a_prices) > 1:
             rows.append((A, a_prices[1], base + 700))
     return rows
+
+
+# -- prices near 2^31 cents, ~190 ticks a period (issue 27) -----------------------------------------
+# A second trace whose genuine band crossings are tiny in relative terms: A and B trade near 2^31
+# cents, 190 ticks each a period; in some periods one A tick is one cent dearer, which moves A's
+# period average by 1/190 cent and the ratio by D = 1/(190 * BIG_PRICE) ~ 2.45e-12 relative.
+#
+# Strategy st_00002: P = 1 s, N = 5, m = 1.0, q = 0.1, funds 1e11 cents. With `BIG_BUMPS` the
+# ratios are 1 + D * bump (period q), and in units of D (mean, sd = the window's):
+#
+#   Indicator at  window (bumps)  ratio  mean  sd    upper  lower  signal
+#   +5000         1 0 0 0 0       0      0.2   0.4   0.6   -0.2    first
+#   +6000         0 0 0 0 1       1      0.2   0.4   0.6   -0.2    HIGH: FLAT -> SHORT_LONG, BUY B
+#   +7000         0 0 0 1 1       1      0.4   0.49  0.89  -0.09   none (previous 1 >= 0.6)
+#   +8000         0 0 1 1 1       1      0.6   0.49  1.09   0.11   none
+#   +9000         0 1 1 1 1       1      0.8   0.4   1.2    0.4    none; no stop (1 < 1.1 ratio_pos)
+#   +10000        1 1 1 1 0       0      0.8   0.4   1.2    0.4    LOW: SHORT_LONG -> LONG_SHORT
+#
+# sd = 0.4 D ~ 9.8e-13, below the old collapse threshold 1e-12 |avgRatio| (which silenced both
+# crossings) and far above rounding (4 N eps |avgRatio| ~ 4.4e-15; PAIRS_SEMANTICS.md section 5).
+# Each period opens with a B tick (the closing tick of the previous one), then A at +2 ms and B at
+# +5 ms steps, the bumped A tick first, so every order trades at BIG_PRICE:
+# BUY B 10 * floor(1e11 / (10 * BIG_PRICE)) = 40, balance 1e11 - 40 * BIG_PRICE; then SELL B 40 and
+# BUY A 40. The last period (10, never closes) has one A trade at BIG_PRICE + 500: the strategy ends
+# LONG_SHORT with 40 A, worth balance + 40 * (BIG_PRICE + 500) (section 10: the input's last trade).
+
+BIG_PRICE = 2_147_483_000            # cents; int32 holds up to 2^31 - 1 = 2_147_483_647
+BIG_TICKS = 190                      # ticks of each symbol a period
+BIG_BUMPS = [1, 0, 0, 0, 0, 1, 1, 1, 1, 0]
+BIG_END_PRICE = BIG_PRICE + 500
+BIG_STRATEGY_ROW = ("st_00002", A, B, 100_000_000_000, 1, 5, 1.0, 0.1)
+BIG_EXPECTED_ORDERS = [
+    (6000, "BUY", B, BIG_PRICE, 40),
+    (10000, "SELL", B, BIG_PRICE, 40), (10000, "BUY", A, BIG_PRICE, 40),
+]
+BIG_EXPECTED_FINAL = ("LONG_SHORT", A, 40, 100_000_000_000 - 40 * BIG_PRICE,
+                      100_000_000_000 - 40 * BIG_PRICE + 40 * BIG_END_PRICE)
+
+
+def big_price_rows() -> list[tuple[str, int, int]]:
+    rows = []
+    for q, bump in enumerate(BIG_BUMPS):
+        base = T0 + 1000 * q
+        for i in range(BIG_TICKS):
+            rows.append((B, BIG_PRICE, base + 5 * i))
+            rows.append((A, BIG_PRICE + (bump if i == 0 else 0), base + 5 * i + 2))
+    end = T0 + 1000 * len(BIG_BUMPS)
+    rows += [(B, BIG_PRICE, end), (A, BIG_END_PRICE, end + 2)]
+    return rows
+
+
+def write_dataset(directory: Path, rows, files: int = 1) -> Path:
+    """A dataset in the documented layout (specs/DATA.md), written without the generator."""
+    directory.mkdir(parents=True)
+    parts = np.array_split(np.arange(len(rows)), files)
+    listed = []
+    for i, idx in enumerate(parts):
+        name = f"ticks-{i + 1:05d}-of-{files:05d}.parquet"
+        sel = [rows[j] for j in idx]
+        table = pa.table({"symbol": [r[0] for r in sel], "price": pa.array([r[1] for r in sel], pa.int32()),
+                          "size": pa.array([100] * len(sel), pa.int32()),
+                          "tickTS": pa.array([r[2] for r in sel], pa.int64())})
+        pq.write_table(table, directory / name)
+        listed.append({"path": name, "rows": len(sel), "bytes": (directory / name).stat().st_size,
+                       "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()})
+    (directory / "manifest.json").write_text(json.dumps(
+        {"kind": "cepkit.datagen-manifest", "schema_version": 1, "format": "parquet", "start_epoch_ms": T0,
+         "files": listed}))
+    return directory

@@ -150,13 +150,13 @@ def recovery_instant(arrival_ms: np.ndarray, latency_ms: np.ndarray, tau_peak_ms
     if smoothing_ms == 0:
         hits = np.flatnonzero(low)
         return float(a[hits[0]]) if len(hits) else None
-    bucket = ((a - tau_peak_ms) // smoothing_ms).astype(np.int64)
-    n = int(bucket.max()) + 1 if len(bucket) else 0
-    counts = np.bincount(bucket, minlength=n)
-    sums = np.bincount(bucket, weights=lat, minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / counts
-    good = np.flatnonzero((counts > 0) & (means <= steady_mean_ms))
+    # Only the buckets that hold an output (in order): an arrival far after the others (an input's
+    # number) must not size an array by its distance from tau_peak.
+    buckets, bucket = np.unique(((a - tau_peak_ms) // smoothing_ms).astype(np.int64), return_inverse=True)
+    bucket = bucket.reshape(-1)
+    counts = np.bincount(bucket, minlength=len(buckets))
+    sums = np.bincount(bucket, weights=lat, minlength=len(buckets))
+    good = np.flatnonzero(sums / counts <= steady_mean_ms) if len(buckets) else np.zeros(0, dtype=np.int64)
     if not len(good):
         return None
     # A bucket whose mean is <= the steady mean holds at least one output that low.

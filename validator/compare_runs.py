@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from kit.errors import CepkitError, at
+from kit.inputs import read_input_bytes, require_regular
 from kit.jsonfile import read_json_object
 from kit.outputlog import ARRIVAL_TS
 from kit.workload import INPUT_TS, read_suite
@@ -144,11 +145,11 @@ def run_kind(path: Path) -> str:
 
 def _config(run: Path) -> dict:
     path = run / "config.toml"
+    raw = read_input_bytes(path, "config", what="a config file",
+                           missing="not found: every run directory holds its resolved config")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise at(path, None, "not found: every run directory holds its resolved config") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        return tomllib.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise at(path, None, f"cannot read: {e}") from None
 
 
@@ -166,7 +167,7 @@ def read_run(path: str | Path) -> RunResult:
 def engine_record(path: Path) -> dict:
     """The harness's run.json, checked for what the comparison reads."""
     doc = read_json_object(path, missing="not found: the harness writes it at the end of every engine run",
-                           what="an engine run record")
+                           what="an engine run record", kind="run")
     if doc.get("kind") != ENGINE_RUN_KIND:
         raise at(path, "kind", f"expected {ENGINE_RUN_KIND!r}, got {doc.get('kind')!r}")
     _get(doc, "status", path, "text", required=True)
@@ -264,6 +265,7 @@ def _rates(path: Path, start: float | None) -> pd.DataFrame | None:
     harness's monitor writes cumulative counts, about once a second)."""
     if not path.exists():
         return None
+    require_regular(path, what="a CSV file")
     try:
         table = pacsv.read_csv(path)
     except (pa.ArrowInvalid, OSError) as e:

@@ -144,18 +144,40 @@ def processing_time_latency_ms(df: pd.DataFrame) -> np.ndarray | None:
     return lat[~np.isnan(lat)].astype(np.int64)
 
 
+# A per-second series lists its empty seconds (with 0) as long as its span is at most this many
+# seconds (about 11.6 days) or the number of stamps it counts; a longer span (an origin or a stamp
+# far from the others in an input file) lists only the seconds that hold a stamp, so the work is
+# bounded by the rows already in memory, never by a difference of two stamps (specs/OUTPUT_LOG.md).
+MAX_DENSE_SECONDS = 1_000_000
+
+
+def _seconds_axis(sec: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seconds a series lists and each stamp's index into them (`sec` within [first, last]):
+    every second of [first, last] when the span allows (MAX_DENSE_SECONDS), else only those in `sec`."""
+    if last - first + 1 <= max(MAX_DENSE_SECONDS, len(sec)):
+        return np.arange(first, last + 1, dtype=np.int64), sec - first
+    seconds, index = np.unique(sec, return_inverse=True)
+    return seconds.astype(np.int64), index.reshape(-1)
+
+
 def per_second_counts(ts_ms, origin_ms: int, seconds: int | None = None) -> pd.DataFrame:
     """How many timestamps fall in each second [origin + s*1000, origin + (s+1)*1000), s = 0, 1, ...
 
     Columns `second` and `count`; every second up to the last one seen (or `seconds`) is listed,
-    empty ones with 0. Timestamps before `origin_ms` are ignored.
+    empty ones with 0, unless that span exceeds MAX_DENSE_SECONDS and the stamps: then only the
+    seconds with a timestamp are. Timestamps before `origin_ms` are ignored.
     """
     t = np.asarray(ts_ms, dtype=np.int64)
     sec = (t - int(origin_ms)) // 1000
     sec = sec[sec >= 0]
-    n = int(seconds) if seconds is not None else (int(sec.max()) + 1 if len(sec) else 0)
-    counts = np.bincount(sec[sec < n], minlength=n) if n else np.zeros(0, dtype=np.int64)
-    return pd.DataFrame({"second": np.arange(n, dtype=np.int64), "count": counts.astype(np.int64)})
+    if seconds is not None:
+        sec = sec[sec < int(seconds)]
+    last = int(seconds) - 1 if seconds is not None else (int(sec.max()) if len(sec) else -1)
+    if last < 0:
+        return pd.DataFrame({"second": np.zeros(0, dtype=np.int64), "count": np.zeros(0, dtype=np.int64)})
+    axis, index = _seconds_axis(sec, 0, last)
+    counts = np.bincount(index, minlength=len(axis))
+    return pd.DataFrame({"second": axis, "count": counts.astype(np.int64)})
 
 
 def per_second_series(df: pd.DataFrame, clocks: Clocks) -> pd.DataFrame:
@@ -163,13 +185,20 @@ def per_second_series(df: pd.DataFrame, clocks: Clocks) -> pd.DataFrame:
 
     Columns: `second` (wall seconds since run_start_wall_ms), `outputs` (rows that arrived in that
     second), `p50_ms`, `p99_ms` (nearest-rank over those rows' latencies; NaN when there are none).
-    Rows that arrived before the run start are left out.
+    The series spans the observed arrivals, from the first second with an output to the last,
+    empty seconds included (0 outputs, NaN latencies) unless that span exceeds MAX_DENSE_SECONDS
+    and the rows: then only the seconds with outputs are listed. Rows that arrived before the run
+    start are left out.
     """
     arrival = _stamp(df, ARRIVAL_TS)
     lat_all = arrival - _stamp(df, INPUT_TS)
     after = arrival >= clocks.run_start_wall_ms
-    sec_all = ((arrival[after] - clocks.run_start_wall_ms) // 1000).astype(np.int64)
-    n = int(sec_all.max()) + 1 if len(sec_all) else 0
+    sec_raw = ((arrival[after] - clocks.run_start_wall_ms) // 1000).astype(np.int64)
+    # Sized by the arrivals seen, not by their distance from run_start_wall_ms (an input's number:
+    # 0 there once asked for 1.8e9 seconds, 13.4 GiB).
+    axis, sec_all = _seconds_axis(sec_raw, int(sec_raw.min()), int(sec_raw.max())) if len(sec_raw) \
+        else (np.zeros(0, dtype=np.int64), sec_raw)
+    n = len(axis)
     outputs = np.bincount(sec_all, minlength=n).astype(np.int64)
     valid = ~np.isnan(lat_all[after])
     sec, lat = sec_all[valid], lat_all[after][valid]
@@ -184,8 +213,7 @@ def per_second_series(df: pd.DataFrame, clocks: Clocks) -> pd.DataFrame:
         for out, (num, den) in ((p50, PERCENTILES["p50"]), (p99, PERCENTILES["p99"])):
             rank = np.maximum(1, -(-num * sizes // den))
             out[has] = l_sorted[starts[has] + rank[has] - 1]
-    return pd.DataFrame({"second": np.arange(n, dtype=np.int64), "outputs": outputs,
-                         "p50_ms": p50, "p99_ms": p99})
+    return pd.DataFrame({"second": axis, "outputs": outputs, "p50_ms": p50, "p99_ms": p99})
 
 
 def phase_index(input_ts_ms, profile: RateProfile, clocks: Clocks) -> np.ndarray:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
 from kit.faults import FAULT_KINDS
+from kit.inputs import require_regular
 from kit.jsonfile import read_json_object
 from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, INGEST_TS, KIND, LOG_NAME, PACINGS, SCHEMA_VERSION
 from kit.records import RecordSchema, arrow_type
@@ -127,12 +128,15 @@ def log_path(path: str | Path) -> Path:
     return p / "outputs" / LOG_NAME
 
 
-def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None = None) -> OutputLog:
+def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None = None, *,
+                    only: bool = False) -> OutputLog:
     """Read every stream of the log at `path` (run dir, outputs dir or output-log.json).
 
     `schemas` names the streams the run must have and their fields; a log stream that is not in
-    `schemas` is read with the stamp columns checked only. Pass `{s.name: s for s in (INDICATOR,
-    MARKET_ORDER)}` for Pairs, or the query output schemas for a microbenchmark run.
+    `schemas` is read with the stamp columns checked only, or, with `only` (validation), is an
+    error naming it (specs/OUTPUT_LOG.md: an engine that wrote a stream under another name would
+    otherwise have it silently ignored). Pass `{s.name: s for s in (INDICATOR, MARKET_ORDER)}` for
+    Pairs, or the query output schemas for a microbenchmark run.
     """
     lpath = log_path(path)
     meta = _read_meta(lpath)
@@ -143,6 +147,12 @@ def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None
     for name in schemas:
         if name not in streams_meta:
             raise at(lpath, "streams", f"no stream {name!r} (the log has {', '.join(streams_meta) or 'none'})")
+    if only:
+        for name in streams_meta:
+            if name not in schemas:
+                raise at(lpath, f"streams.{name}", f"a stream the spec does not have (it has "
+                                                   f"{', '.join(schemas) or 'none'}); was it written under "
+                                                   "another name?")
     streams, files = {}, {}
     for name, entry in streams_meta.items():
         paths = _stream_files(lpath, name, entry, fmt)
@@ -163,6 +173,7 @@ def read_resources(path: str | Path) -> pd.DataFrame | None:
     csv_path = p if p.suffix == ".csv" else p / "metrics" / "resources.csv"
     if not csv_path.exists():
         return None
+    require_regular(csv_path, what="a CSV file")
     try:
         table = pacsv.read_csv(csv_path)
     except (pa.ArrowInvalid, OSError) as e:
@@ -181,7 +192,7 @@ def read_resources(path: str | Path) -> pd.DataFrame | None:
 
 def _read_meta(lpath: Path) -> dict:
     meta = read_json_object(lpath, missing=f"not found; is {lpath.parent} an engine output log?",
-                            what="an output log")
+                            what="an output log", kind="output-log")
     if meta.get("kind") != KIND:
         raise at(lpath, "kind", f"expected {KIND!r}, got {meta.get('kind')!r}")
     if type(meta.get("schema_version")) is not int or meta["schema_version"] != SCHEMA_VERSION:   # not True
@@ -236,9 +247,10 @@ def _stream_files(lpath: Path, name: str, entry, fmt: str) -> list[Path]:
         if rel.suffix != f".{fmt}":
             raise at(lpath, f"streams.{name}.files", f"{f!r} does not end in .{fmt} (format is {fmt})")
         p = lpath.parent / rel
-        if not p.is_file():
+        if not p.exists():
             raise CepkitError(f"{p}: listed in {lpath.name} for stream {name} but missing")
-        out.append(p)
+        out.append(require_regular(p, what=f"a {fmt} file", missing=f"listed in {lpath.name} for stream {name} "
+                                                                     "but missing"))
     return out
 
 
@@ -281,7 +293,9 @@ def _read_parquet(path: Path) -> pa.Table:
 
 def _read_csv(path: Path, expected: list[tuple[str, bool]], keep_all: bool = False) -> pa.Table:
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        # utf-8-sig: a byte-order mark (what spreadsheet programs write) is not part of the first
+        # column's name; pyarrow's reader below skips it too.
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise CepkitError(f"{path}: cannot read as CSV: {_first_line(e)}") from None

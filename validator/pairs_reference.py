@@ -6,7 +6,8 @@ harness, so that one bug cannot make an engine and its check wrong the same way.
 How it works: one pass over the ticks (in event order, batch by batch) computes, for every
 distinct period length, the closed periods with their closing tick and, per monitored symbol, the
 exact integer price sum and tick count of the period and the last trade price at the closing
-tick. Each strategy then works on those few thousand period rows: ratios, the count window
+tick, and at the end each symbol's last trade in the input (what open positions are valued at,
+section 10). Each strategy then works on those few thousand period rows: ratios, the count window
 (summed oldest first, as the spec says), band crossings vectorized, and the state machine with
 Procedure 4 in integer cents.
 """
@@ -27,7 +28,11 @@ from kit.workload import PairsStrategy, load_aux
 from validator.ticks import TickBatch, iter_ticks, open_ticks
 
 FLAT, LONG_SHORT, SHORT_LONG = "FLAT", "LONG_SHORT", "SHORT_LONG"
-COLLAPSE_REL = 1e-12
+# Collapsed bands (PAIRS_SEMANTICS.md section 5): sd <= COLLAPSE_ULPS * EPS * N * |avgRatio| is what
+# rounding alone can make of a window whose ratios are mathematically equal (at most (N + 3)/2 * EPS
+# * |avgRatio|, derived there), with a margin of 2 at least. 4 * EPS * N is exact (powers of two).
+COLLAPSE_ULPS = 4
+EPS = 2.0 ** -52
 
 
 @dataclass(frozen=True)
@@ -66,13 +71,14 @@ class ClosedPeriods:
     sums: np.ndarray             # [periods, symbols] exact integer price sums (float64, < 2^53)
     counts: np.ndarray           # [periods, symbols]
     last_price: np.ndarray       # [periods, symbols] last trade price at the closing tick (0: none)
+    end_price: np.ndarray        # [symbols] last trade price at the end of the input (0: none)
 
 
 @dataclass(frozen=True)
 class PairsReference:
     indicators: pd.DataFrame     # strategy, ratio, avgRatio, upperBand, lowerBand, inputTickTS, inputOffset
     orders: pd.DataFrame         # strategy, type, symbol, price, size, inputTickTS, inputOffset
-    final: pd.DataFrame          # strategy, state, symbol held, shares, balance, mark-to-market value
+    final: pd.DataFrame          # strategy, state, symbol held, shares, balance, value at the input's last trades
     input_per_second: pd.DataFrame | None = None   # second (since origin), count: ticks of the dataset
 
 
@@ -145,13 +151,14 @@ class _PeriodAccumulator:
 
     def result(self) -> ClosedPeriods:
         o = self.out
+        end_price = self.last.astype(np.int64, copy=True)   # after the last batch: the input's last trades
         if not o["off"]:
             empty = np.zeros((0, self.n))
             return ClosedPeriods(self.period_ms, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                                 empty, empty.astype(np.int64), empty.astype(np.int64))
+                                 empty, empty.astype(np.int64), empty.astype(np.int64), end_price)
         return ClosedPeriods(self.period_ms, np.array(o["off"], dtype=np.int64), np.array(o["ts"], dtype=np.int64),
                              np.vstack(o["sum"]), np.vstack(o["cnt"]).astype(np.int64),
-                             np.vstack(o["last"]).astype(np.int64))
+                             np.vstack(o["last"]).astype(np.int64), end_price)
 
 
 def closed_periods(batches: Iterable[TickBatch], period_lengths_ms: Sequence[int],
@@ -207,7 +214,7 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
     off = cp.trigger_offset[rows]
     ind_rows.append(pd.DataFrame({"strategy": st.alias, "ratio": ratio, "avgRatio": mean, "upperBand": upper,
                                   "lowerBand": lower, "inputTickTS": ts, "inputOffset": off}))
-    live = sd > COLLAPSE_REL * np.abs(mean)
+    live = sd > COLLAPSE_ULPS * EPS * n * np.abs(mean)       # the runtime computes the same double
     high = np.zeros(len(ratio), bool)
     low = np.zeros(len(ratio), bool)
     high[1:] = (ratio[1:] >= upper[1:]) & (ratio[:-1] < upper[:-1]) & live[1:]
@@ -248,8 +255,10 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
             emit("SELL", held, p, shares, k)
             balance += shares * p
             state, held, shares = FLAT, None, 0
-    last_k = len(ratio) - 1
-    value = balance + (shares * price(held, last_k) if held is not None else 0)
+    # Section 10: an open position is valued at the held symbol's last trade in the whole input (the
+    # price a closing SELL at the end of the run would get), not at the last Indicator's closing
+    # tick: the last period, which never closes, and skipped periods still trade.
+    value = balance + (shares * int(cp.end_price[idx[held]]) if held is not None else 0)
     final_rows.append((st.alias, state, held or "", shares, balance, value))
 
 

@@ -119,7 +119,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                 "MarketOrder": ref.orders.drop(columns="inputOffset")}
     profile = run_profile(manifest, None, (), v.measure_ms)
     # Every input is read (and refused if malformed) before anything is written.
-    log = read_output_log(v.log, SCHEMAS) if v.log is not None else None
+    log = read_output_log(v.log, SCHEMAS, only=True) if v.log is not None else None
     out = Path(v.out_dir)
     (out / "expected").mkdir(parents=True, exist_ok=False)
     for name, df in expected.items():

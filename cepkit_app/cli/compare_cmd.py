@@ -27,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console
     from kit.errors import CepkitError
     from kit.jsonfile import read_json_object
-    from kit.paths import fresh_path
+    from kit.paths import fresh_path, path_option
     from validator.compare_page import DOC, comparison_text, write_comparison
 
     runs = [Path(d) for d in args.run_dirs]
-    if args.out:
+    if path_option(args.out) is not None:
         out = Path(args.out)
         if out.exists():        # one line before any run is read (the library refuses it too)
             raise CepkitError(f"{out}: output directory already exists; refusing to overwrite it")

@@ -72,12 +72,13 @@ def spec_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console, progress_bar
     from datagen.convert import convert_csv
-    from kit.paths import fresh_path
+    from kit.paths import output_path, path_option
 
+    path_option(args.out)       # before any work: an empty --out is an error, not the default
     spec = spec_from_args(args)
     config = command_config(args)
     stem = f"convert-{spec.kind}-{spec.input.stem}"
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
+    out = output_path(args.out, Path(config.paths.datagen_dir), stem)
     with progress_bar(f"convert {spec.input.name}") as update:
         ds = convert_csv(spec, out, progress=update)
     m = ds.manifest

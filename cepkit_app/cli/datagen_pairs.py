@@ -39,9 +39,9 @@ def generate(args: argparse.Namespace, config, generator, section, stem: str, la
     """Run a generator on its config section into --out (or a fresh directory named `stem` under
     paths.datagen_dir) with a progress bar labelled `label`; the dataset it returns."""
     from cepkit_app.cli.progress import progress_bar
-    from kit.paths import fresh_path
+    from kit.paths import output_path
 
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.datagen_dir), stem)
+    out = output_path(args.out, Path(config.paths.datagen_dir), stem)
     with progress_bar(label) as update:
         return generator(section, out, config_toml=config.to_toml(), progress=update)
 

@@ -57,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
     from cepkit_app.pipelines.micro_summary import search_table, summary_table
     from cepkit_app.pipelines.sustainable import SearchConfig
     from kit.atomic import check_parent
-    from kit.paths import fresh_path
+    from kit.paths import fresh_path, path_option
     from kit.workload import read_suite
 
+    path_option(args.out)       # an empty --out is an error, not the default folder
     config = command_config(args, ENGINE_FLAGS)
     runs_dir = Path(config.paths.runs_dir)
     con = console()

@@ -44,7 +44,12 @@ FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "
 
 def run(args: argparse.Namespace) -> int:
     from kit.engines import engine_list
+    from kit.paths import path_option
 
+    # An empty path is an error, never "unset": an empty --data would generate a new dataset, an
+    # empty --out would write under runs/.
+    for option, given in (("--out", args.out), ("--data", args.data), ("--strategies", args.strategies)):
+        path_option(given, option)
     engines = engine_list(args.engine) if args.engine else ()
     if len(engines) > 1:
         return run_side_by_side(args, engines)
@@ -66,11 +71,11 @@ def run_side_by_side(args: argparse.Namespace, engines: tuple[str, ...]) -> int:
 
     from cepkit_app.cli.progress import console
     from kit.atomic import check_parent
-    from kit.paths import fresh_path
+    from kit.paths import output_path
     from validator.compare_page import write_comparison
 
     config = command_config(args, tuple(f for f in FLAGS if f[0] != "engine"))
-    parent = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), "compare-" + _stem(config))
+    parent = output_path(args.out, Path(config.paths.runs_dir), "compare-" + _stem(config))
     check_parent(parent)
     parent.mkdir(parents=True)
     con = console()
@@ -93,10 +98,10 @@ def run_one(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console, progress_bar, run_progress
     from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
     from kit.atomic import check_parent
-    from kit.paths import fresh_path
+    from kit.paths import output_path
 
     config = command_config(args, FLAGS)
-    run_dir = Path(args.out) if args.out else fresh_path(Path(config.paths.runs_dir), _stem(config))
+    run_dir = output_path(args.out, Path(config.paths.runs_dir), _stem(config))
     check_parent(run_dir)       # one line, before any work, if --out cannot be created there
     req = PairsRunRequest(config, run_dir, Path(args.data) if args.data else None,
                           Path(args.strategies) if args.strategies else None, args.strategy_limit,

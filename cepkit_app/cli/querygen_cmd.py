@@ -73,17 +73,17 @@ def _show(rows, title: str) -> None:
 
 def run_pairs(args: argparse.Namespace) -> int:
     from kit.errors import CepkitError
-    from kit.paths import fresh_path
+    from kit.paths import output_path, path_option
     from kit.workload import load_aux
     from querygen.output import default_strategies_name, write_strategies
 
+    path_option(args.out)       # before any work: an empty --out is an error, not the default
     config = command_config(args)
     aux = load_aux(args.aux)
     seed = args.seed if args.seed is not None else (aux.seed if aux.seed is not None else config.pairs.seed)
     if seed < 0:
         raise CepkitError(f"--seed must be >= 0, got {seed}")
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.querygen_dir),
-                                                      default_strategies_name(aux, seed))
+    out = output_path(args.out, Path(config.paths.querygen_dir), default_strategies_name(aux, seed))
     count = args.count if args.count is not None else config.pairs.strategies
     _show([write_strategies(aux, seed, out, count)], "querygen pairs: wrote")
     return 0
@@ -91,7 +91,7 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 def run_micro(args: argparse.Namespace) -> int:
     from kit.errors import CepkitError
-    from kit.paths import fresh_path
+    from kit.paths import fresh_path, path_option
     from kit.shipped import SUITE_NAMES, suite_file_name
     from querygen.output import write_suite
 
@@ -99,6 +99,7 @@ def run_micro(args: argparse.Namespace) -> int:
     if args.suite != "all" and args.suite not in SUITE_NAMES:
         raise CepkitError(f"--suite {args.suite}: unknown suite (valid: {', '.join(SUITE_NAMES)}, all)")
     names = SUITE_NAMES if args.suite == "all" else (args.suite,)
+    path_option(args.out)       # an empty --out is an error, not the default folder
     if args.suite != "all" and args.out:
         rows = [write_suite(args.suite, args.quick, Path(args.out))]
     elif args.out:      # --suite all: a new directory of suite files, staged so it appears complete or not at all
@@ -130,10 +131,11 @@ def shipped_suite_file(value: str) -> Path:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from kit.paths import path_option
     from kit.workload import load_aux, read_spec
     from querygen.output import describe
 
-    aux = load_aux(args.aux) if args.aux else None
+    aux = load_aux(args.aux) if path_option(args.aux, "--aux") is not None else None
     files = [shipped_suite_file(f) for f in args.files]
     rows = [describe(read_spec(f, aux=aux), f, aux) for f in files]
     _show(rows, "querygen check: valid")

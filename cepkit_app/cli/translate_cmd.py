@@ -46,10 +46,10 @@ def register(sub, name: str, help_text: str) -> None:
 def _write(args: argparse.Namespace, config, text: str, name: str, what: str) -> int:
     """Write the program (never over a file) and say where."""
     from cepkit_app.cli.progress import console
-    from kit.paths import fresh_path
+    from kit.paths import output_path
     from translators.output import write_program
 
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.translator_dir), name)
+    out = output_path(args.out, Path(config.paths.translator_dir), name)
     write_program(text, out)
     console().print(f"[bold green]wrote[/] {what}, {text.count(chr(10))} lines, to {out}")
     print(out)
@@ -57,9 +57,11 @@ def _write(args: argparse.Namespace, config, text: str, name: str, what: str) ->
 
 
 def run_pairs(args: argparse.Namespace) -> int:
+    from kit.paths import path_option
     from translators.registry import engine_module
     from translators.request import PairsTranslation
 
+    path_option(args.out)       # before any work: an empty --out is an error, not the default
     config = command_config(args, (("engine", "run.engine"), ("plan", "run.plan")))
     engine, plan = config.run.engine, config.run.plan
     req = PairsTranslation.from_file(Path(args.strategies), plan, config.run.buckets)
@@ -70,12 +72,15 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 def run_micro(args: argparse.Namespace) -> int:
     from cepkit_app.cli.querygen_cmd import shipped_suite_file
+    from kit.paths import path_option
     from translators.registry import engine_module
     from translators.request import MicroTranslation
 
+    path_option(args.out)
     config = command_config(args, (("engine", "run.engine"),))
     engine = config.run.engine
-    req = MicroTranslation.from_files(shipped_suite_file(args.spec), Path(args.data) if args.data else None,
+    data = path_option(args.data, "--data")     # empty is an error, not "no dataset"
+    req = MicroTranslation.from_files(shipped_suite_file(args.spec), None if data is None else Path(data),
                                       args.workload, time_windows=config.run.time_windows,
                                       database_join=config.run.database_join,
                                       cores=config.run.cores)

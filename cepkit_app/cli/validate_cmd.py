@@ -57,11 +57,12 @@ def run_pairs(args: argparse.Namespace) -> int:
     from kit.atomic import StagedDir
     from kit.errors import CepkitError
     from kit.manifest import read_manifest
-    from kit.paths import fresh_path
+    from kit.paths import output_path, path_option
     from validator.pairs_run import PairsValidation, validate_pairs
 
     config = command_config(args)
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.validator_dir), "pairs-validation")
+    path_option(args.log, "--log")      # empty is an error, not "the run directory's log"
+    out = output_path(args.out, Path(config.paths.validator_dir), "pairs-validation")
     if out.exists():
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
     request = PairsValidation(Path(args.data), Path(args.strategies), out,
@@ -91,13 +92,15 @@ def run_micro(args: argparse.Namespace) -> int:
     from kit.atomic import StagedDir, check_parent
     from kit.errors import CepkitError
     from kit.manifest import load_manifest
-    from kit.paths import fresh_path
+    from kit.paths import output_path, path_option
     from validator.latency import latency_stats
     from validator.micro_reference import expected_for_dataset
     from validator.micro_run import validate_micro_run
     from validator.report import NOT_VALIDATED, format_text_report
 
     config = command_config(args)
+    path_option(args.out)       # before any work: empty is an error, not the default folder
+    path_option(args.log, "--log")
     spec_path = shipped_suite_file(args.spec)
     workload = _workload(spec_path, args.workload)
     data = Path(args.data)
@@ -105,8 +108,7 @@ def run_micro(args: argparse.Namespace) -> int:
     if manifest.kind != "micro":
         raise manifest.error("streams", "not a microbenchmark dataset (no streams); `cepkit validate pairs` "
                                         "checks Pairs runs")
-    out = Path(args.out) if args.out else fresh_path(Path(config.paths.validator_dir),
-                                                     f"micro-validation-{workload.name}")
+    out = output_path(args.out, Path(config.paths.validator_dir), f"micro-validation-{workload.name}")
     if out.exists():
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
     check_parent(out)       # one line, before any work, if --out cannot be created there

@@ -19,6 +19,7 @@ from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, D
                                  LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, Config)
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
+from kit.inputs import LIMITS, read_input_bytes
 
 
 def _is_section(tp: Any) -> bool:
@@ -150,30 +151,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 # A config is a few kB; anything much larger is not one (and /dev/zero must not fill the memory).
-MAX_CONFIG_BYTES = 1 << 20
+# The cap lives in kit.inputs.LIMITS with every other input's; the name stays for its importers.
+MAX_CONFIG_BYTES = LIMITS["config"]
 
 
 def _read_toml(source: str) -> dict:
     """The TOML table of the config file `source`; every way it cannot be read is one line
     naming the file."""
-    try:
-        with open(source, "rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        if os.path.islink(source):
-            raise CepkitError(f"{source}: config file is a dangling symbolic link "
-                              f"(to {os.readlink(source)!r}, which does not exist)") from None
-        raise CepkitError(f"{source}: config file not found") from None
-    except IsADirectoryError:
-        raise CepkitError(f"{source}: is a directory, not a config file") from None
-    except NotADirectoryError:
-        raise CepkitError(f"{source}: config file not found (a part of the path is not a directory)") from None
-    except PermissionError:
-        raise CepkitError(f"{source}: cannot read the config file: permission denied") from None
-    except OSError as e:
-        raise CepkitError(f"{source}: cannot read the config file: {e.strerror or e}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise CepkitError(f"{source}: not a config file: larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    raw = read_input_bytes(source, "config", what="a config file", missing="config file not found")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

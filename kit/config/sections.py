@@ -13,12 +13,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from kit import tomlio
+import tomli_w
+
 from kit.config.limits import FieldError, check_values, choice, memory_mib, need, positive
 from kit.engines import ALIASES, ENGINE_NAMES
 from kit.errors import CepkitError
 from kit.faults import check_faults, parse_faults
 from kit.records import FILE_FORMATS
+from kit.scale import MAX_STRATEGIES_PER_PAIR, SYMBOLS_PER_MARKET, ScaleModel, markets_for, pair_capacity
 
 CONFIG_KIND = "cepkit.config"
 CONFIG_SCHEMA_VERSION = 1
@@ -93,9 +95,9 @@ class PairsConfig:
     file_count: int = 1                 # 1 .. 1,000
     seed: int = 42                      # 0 .. 2^63-1
     format: str = "parquet"
-    symbols: int | None = None          # 2 .. 1,000,000
-    correlations: int | None = None     # 1 .. symbols/2
-    strategies: int | None = None       # 1 .. 1,000,000
+    symbols: int | None = None          # 2 .. 1,000,000, and more than the markets (ceil(SF/10))
+    correlations: int | None = None     # 1 .. symbols/2 (with several markets: the pairs they hold)
+    strategies: int | None = None       # 1 .. 1,000,000, and at most 10 per correlated pair
     start_epoch_ms: int = DEFAULT_START_EPOCH_MS    # 0 (1970) .. 7,258,118,400,000 (2200-01-01 UTC)
     rate: RateConfig = field(default_factory=RateConfig)
     prices: PriceConfig = field(default_factory=PriceConfig)
@@ -103,10 +105,28 @@ class PairsConfig:
     def __post_init__(self) -> None:
         check_values(self)
         choice(self, "format", FORMATS)
-        if self.symbols is not None:
-            if self.correlations is not None:
-                need(self.correlations <= self.symbols // 2, "correlations",
-                      f"must be <= symbols/2 = {self.symbols // 2}, got {self.correlations}")
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """What the generator and the query generator will need of the sizes, checked here so that
+        every value in the documented ranges either works end to end or is refused at its key
+        (the scale model derives the unset ones; a pair lies within one market)."""
+        markets = markets_for(self.scale_factor)
+        symbols = SYMBOLS_PER_MARKET * markets if self.symbols is None else self.symbols
+        capacity = pair_capacity(symbols, markets)
+        need(capacity >= 1, "symbols", f"must be > the number of markets ({markets} for scale_factor "
+                                       f"{self.scale_factor}) so that a market has two symbols to pair, got {symbols}")
+        if self.correlations is not None:
+            held = (f"symbols/2 = {capacity}" if capacity == symbols // 2 else
+                    f"{capacity} (what {symbols} symbols over {markets} markets hold)")
+            need(self.correlations <= capacity, "correlations", f"must be <= {held}, got {self.correlations}")
+        if self.strategies is not None:
+            pairs = ScaleModel.from_sf(self.scale_factor, symbols=self.symbols,
+                                       correlations=self.correlations).correlations
+            most = pairs * MAX_STRATEGIES_PER_PAIR
+            need(self.strategies <= most, "strategies",
+                 f"must be <= {most} ({pairs} correlated pairs x {MAX_STRATEGIES_PER_PAIR} strategies per pair), "
+                 f"got {self.strategies}")
 
 
 @dataclass(frozen=True)
@@ -265,4 +285,9 @@ class Config:
         return {"kind": CONFIG_KIND, "schema_version": CONFIG_SCHEMA_VERSION, **dataclasses.asdict(self)}
 
     def to_toml(self) -> str:
-        return tomlio.dumps(self.to_dict())
+        """The resolved config as TOML (tomli-w); unset (None) keys are left out: TOML has no null."""
+        return tomli_w.dumps(_without_none(self.to_dict()))
+
+
+def _without_none(data: dict) -> dict:
+    return {k: _without_none(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}

@@ -4,21 +4,44 @@ The one model (`PairsAux`), writer (`write_aux`) and reader (`load_aux`) of the 
 writes it next to the ticks (the Pairs generator and the CSV converter); the query generator reads
 it to assign strategies to pairs, and the strategies reader uses it to check that every strategy
 watches a correlated pair of the dataset. The layout is documented in `specs/DATA.md`.
+
+It also holds the one rule of what a ticker symbol is (`symbol_problem`, specs/DATA.md "Ticker
+symbols"): the converter applies it to the user's ticks and pairs, this model to the file, and the
+strategies spec to every strategy, so a dataset one command writes is one the next accepts.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import at
 from kit.jsonfile import read_json_object, write_json
+from kit.config import MAX_SCALE_FACTOR
 from kit.workload.common import SpecError, as_tuple, integer, need, number
 
 AUX_KIND = "cepkit.pairs-aux"
 AUX_SCHEMA_VERSION = 1
 AUX_FILE = "pairs-aux.json"
+
+# A ticker symbol (specs/DATA.md): what generated symbols (six capitals), real tickers (BRK.B,
+# BRK-B, RDS_A, 7203) and the strategies XML all share. Kept to characters that need no quoting in
+# a CSV, an XML attribute or a generated program, and short enough for a report's table.
+SYMBOL_MAX_CHARS = 32
+SYMBOL_RE = re.compile(rf"[A-Za-z0-9._-]{{1,{SYMBOL_MAX_CHARS}}}")
+SYMBOL_RULE = f"1 to {SYMBOL_MAX_CHARS} characters, each a letter A-Z or a-z, a digit, '.', '_' or '-'"
+
+
+def symbol_problem(symbol: object) -> str | None:
+    """None if `symbol` is a ticker symbol by the one rule, else why not (for a message)."""
+    if not isinstance(symbol, str):
+        return f"a ticker symbol must be text, got {symbol!r}"
+    if SYMBOL_RE.fullmatch(symbol) is None:
+        shown = repr(symbol) if len(symbol) <= 60 else repr(symbol[:60]) + "..."
+        return f"{shown} is not a ticker symbol ({SYMBOL_RULE})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,9 @@ class PairsAux:
     def __post_init__(self) -> None:
         as_tuple(self, "symbols", "correlations")
         integer("scale_factor", self.scale_factor, 1)
+        # The strategies file generated from this one carries the scale factor, and refuses more.
+        need(self.scale_factor <= MAX_SCALE_FACTOR,
+             f"scale_factor must be <= {MAX_SCALE_FACTOR}, got {self.scale_factor}")
         integer("markets", self.markets, 1)
         integer("num_strategies", self.num_strategies, 1)
         integer("max_strategies_per_pair", self.max_strategies_per_pair, 1)
@@ -54,6 +80,8 @@ class PairsAux:
         market_of = dict(self.symbols)
         need(len(market_of) == len(self.symbols), "symbols: a symbol is listed twice")
         for sym, m in self.symbols:
+            why = symbol_problem(sym)
+            need(why is None, f"symbols: {why}")
             need(isinstance(m, int) and 0 <= m < self.markets,
                  f"symbols: {sym} has market {m}, expected 0..{self.markets - 1}")
         for i, c in enumerate(self.correlations):

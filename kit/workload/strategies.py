@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kit.config import MAX_SCALE_FACTOR
 from kit.scale import MAX_STRATEGIES_PER_PAIR, STRATEGIES_PER_USER
+from kit.workload.aux import symbol_problem
 from kit.workload.common import as_tuple, integer, need, one_of
 
 # Table B.1. Funds are 10k, 20k and 50k dollars written in cents (Figure B.2 shows 1000000).
@@ -25,7 +26,6 @@ STOP_LOSS_PERCS = (0.1, 0.2, 0.3)
 
 ALIAS_RE = re.compile(r"st_[0-9]{5,}\Z")
 USER_RE = re.compile(r"u_[0-9]{5,}\Z")
-SYMBOL_RE = re.compile(r"[A-Za-z0-9._-]{1,32}\Z")
 
 
 def strategy_alias(number: int) -> str:
@@ -57,7 +57,8 @@ class PairsStrategy:
         need(isinstance(self.user, str) and bool(USER_RE.match(self.user)),
              f"user must look like u_00001, got {self.user!r}")
         for name, sym in (("symbol1", self.symbol1), ("symbol2", self.symbol2)):
-            need(isinstance(sym, str) and bool(SYMBOL_RE.match(sym)), f"{name} must be a ticker symbol, got {sym!r}")
+            why = symbol_problem(sym)      # the one rule every tool applies (kit.workload.aux)
+            need(why is None, f"{name}: {why}")
         need(self.symbol1 != self.symbol2, f"symbol1 and symbol2 must differ, both are {self.symbol1}")
         one_of("availableFunds", self.available_funds, AVAILABLE_FUNDS_CENTS)
         one_of("periodLength", self.period_length, PERIOD_LENGTHS_S)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Iterator
 
 from lxml import etree
 
 from kit.errors import CepkitError, at
+from kit.inputs import read_input_bytes
 from kit.workload.aux import PairsAux
 from kit.workload.common import Comparison, SpecError, parse_number
 from kit.workload.queries import (CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet, TableJoin,
@@ -203,12 +203,7 @@ def parse_spec(data: bytes, source: str, *, aux: PairsAux | None = None) -> Spec
 def read_spec(path: str | os.PathLike, *, aux: PairsAux | None = None) -> Spec:
     """Read any spec file (strategies, workload or suite)."""
     source = os.fspath(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CepkitError(f"{source}: file not found") from None
-    except OSError as e:
-        raise CepkitError(f"{source}: cannot read: {e.strerror}") from None
+    data = read_input_bytes(source, "spec", what="a spec file", missing="file not found")
     return parse_spec(data, source, aux=aux)
 
 

@@ -100,3 +100,61 @@ def test_a_dataset_larger_than_the_disk_is_refused_up_front(tmp_path, gen, setti
     assert res.stderr.startswith(f"cepkit: error: {out}: the dataset needs about ")
     assert " PB (" in res.stderr and "is free on its filesystem" in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# --- an empty path option is an error, never the default (issue 27) ---------------------------
+
+EMPTY_PATH_CASES = [
+    # (argv with {d} for the inputs' directory, the option named)
+    (["datagen", "pairs", "--set", "pairs.rate.profile=constant", "--set", "pairs.rate.duration_s=0.05",
+      "--out", ""], "--out"),
+    (["datagen", "micro", "--set", "micro.rate.duration_s=0.05", "--out", ""], "--out"),
+    (["datagen", "convert", "{d}/ticks.csv", "--kind", "ticks", "--correlations", "{d}/pairs.csv", "--out", ""],
+     "--out"),
+    (["querygen", "pairs", "--aux", "{d}/ds", "--out", ""], "--out"),
+    (["querygen", "micro", "--suite", "filtering", "--out", ""], "--out"),
+    (["querygen", "micro", "--suite", "all", "--out", ""], "--out"),
+    (["querygen", "check", "{d}/st.xml", "--aux", ""], "--aux"),
+    (["translate", "pairs", "--strategies", "{d}/st.xml", "--out", ""], "--out"),
+    (["translate", "micro", "--spec", "filtering", "--out", ""], "--out"),
+    (["translate", "micro", "--spec", "filtering", "--data", ""], "--data"),
+    (["validate", "pairs", "--data", "{d}/ds", "--strategies", "{d}/st.xml", "--out", ""], "--out"),
+    (["validate", "pairs", "--data", "{d}/ds", "--strategies", "{d}/st.xml", "--log", ""], "--log"),
+    (["validate", "micro", "--spec", "filtering", "--data", "{d}/ds", "--out", ""], "--out"),
+    # The engine commands, with a bad config that stops them before any work on any code.
+    (["pairs", "--set", "pairs.file_count=0", "--out", ""], "--out"),
+    (["pairs", "--set", "pairs.file_count=0", "--data", "", "--strategies", "{d}/st.xml"], "--data"),
+    (["pairs", "--set", "pairs.file_count=0", "--data", "{d}/ds", "--strategies", ""], "--strategies"),
+    (["pairs", "--set", "pairs.file_count=0", "--engine", "spark,flink", "--out", ""], "--out"),
+    (["micro", "--set", "micro.file_count=0", "--suite", "filtering", "--out", ""], "--out"),
+    (["compare", "{d}/ds", "{d}/ds", "--out", ""], "--out"),
+]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A small converted Pairs dataset and its strategies file."""
+    from tests.fuzz import run_cli
+
+    d = tmp_path_factory.mktemp("inputs")
+    (d / "ticks.csv").write_text("symbol,price,size,tickTS\nAAA,100,1,0\nBBB,200,1,1\n")
+    (d / "pairs.csv").write_text("symbol1,symbol2\nAAA,BBB\n")
+    assert run_cli(["datagen", "convert", str(d / "ticks.csv"), "--kind", "ticks", "--correlations",
+                    str(d / "pairs.csv"), "--out", str(d / "ds")])[0] == 0
+    assert run_cli(["querygen", "pairs", "--aux", str(d / "ds"), "--out", str(d / "st.xml")])[0] == 0
+    return d
+
+
+@pytest.mark.parametrize("argv, option", EMPTY_PATH_CASES, ids=[" ".join(a[:2]) + " " + o for a, o in EMPTY_PATH_CASES])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_path_option_is_one_line_not_the_default(tmp_path, monkeypatch, converted, argv, option, value):
+    # Before issue 27 an empty --out wrote into the default folders (data/, queries/, ...) and an
+    # empty --aux, --data or --log was read as "not given".
+    from tests.fuzz import expect_user_error
+
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(d=converted) if a else value for a in argv]
+    line = expect_user_error(argv, watch=[tmp_path, converted], names=[option])
+    assert line == f"cepkit: error: {option}: must name a file or directory, got an empty value " \
+                   f"(leave {option} out for its default)"
+    assert list(tmp_path.iterdir()) == []

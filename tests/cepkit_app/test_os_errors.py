@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cepkit_app.cli import main
+from cepkit_app.cli import main, signal_name
+from kit.atomic import TERMINATION_SIGNALS
 from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, run_cli
 
@@ -165,14 +166,15 @@ def test_main_restores_the_sigterm_handler():
 
 # --- signals during a generation --------------------------------------------------------------
 
-def _start_long_generation(out: Path) -> subprocess.Popen:
-    # SF 11 (10,000 ticks/s) for 10 simulated hours: minutes of work, so the signal lands mid-way.
-    # SIGINT back to its default in the child: a shell that starts the tests in the background
-    # leaves it ignored, Python then keeps it ignored, and the generation would run to its end.
+def _start_long_generation(out: Path, sig: int = signal.SIGINT) -> subprocess.Popen:
+    # SF 11 (10,000 ticks/s) for 10 simulated hours: a minute of work, so the signal lands mid-way.
+    # `sig` back to its default in the child: a shell that starts the tests in the background
+    # leaves SIGINT ignored (nohup: SIGHUP), Python then keeps it ignored, and the generation would
+    # run to its end.
     return subprocess.Popen([sys.executable, "-m", "cepkit_app.cli", "datagen", "pairs", "--sf", "11",
                              "--set", "pairs.rate.duration_s=36000", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
 
 
 def _wait_for_staging(parent: Path, proc: subprocess.Popen) -> str:
@@ -187,15 +189,24 @@ def _wait_for_staging(parent: Path, proc: subprocess.Popen) -> str:
     raise AssertionError("no staging directory appeared")
 
 
-@pytest.mark.parametrize("sig, code, line", [(signal.SIGTERM, 143, "cepkit: terminated"),
-                                             (signal.SIGINT, 130, "cepkit: interrupted")])
+def _signal_case(sig: int):
+    name = signal_name(sig)
+    line = "cepkit: interrupted" if sig == signal.SIGINT else f"cepkit: terminated by {name}"
+    return pytest.param(sig, 128 + sig, line, id=name)
+
+
+@pytest.mark.parametrize("sig, code, line", [_signal_case(s) for s in TERMINATION_SIGNALS
+                                             if s in signal.Signals.__members__.values()
+                                             or s in (signal.SIGRTMIN, signal.SIGRTMAX)])
 def test_signal_mid_generation_leaves_nothing(tmp_path, sig, code, line):
+    """Every catchable termination signal (specs/EXIT_CODES.md; of the real-time ones the first and
+    the last) cleans up like SIGTERM: exit 128+N, one line, no staging directory left."""
     out = tmp_path / "ds"
-    proc = _start_long_generation(out)
+    proc = _start_long_generation(out, sig)
     try:
         staging = _wait_for_staging(tmp_path, proc)
         assert staging.startswith(f".ds.partial-{proc.pid}-")
-        time.sleep(0.5)                         # well inside the writing loop
+        time.sleep(0.3)                         # well inside the writing loop
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -235,3 +246,123 @@ def test_failed_validation_leaves_no_partial_report(inputs, tmp_path):
                  "--out", str(out)]) == 0
     assert (out / "report.html").is_file() and (out / "expected" / "MarketOrder.parquet").is_file()
     assert sorted(os.listdir(tmp_path)) == ["log", "report"]
+
+
+# --- exit codes, whatever happens to stdout and stderr ----------------------------------------
+
+def _write_log(directory: Path, expected: Path, sim_start_ms: int, drop_one: bool) -> Path:
+    """An engine's output log holding the expected answers (or all but one Indicator)."""
+    import json
+
+    import pandas as pd
+
+    directory.mkdir()
+    streams = {}
+    for name in ("Indicator", "MarketOrder"):
+        df = pd.read_parquet(expected / "expected" / f"{name}.parquet")
+        if drop_one and name == "Indicator":
+            df = df.iloc[1:]
+        df["inputTS"] = 1_790_000_000_000 + (df["inputTickTS"] - sim_start_ms)
+        df["arrivalTS"] = df["inputTS"] + 100
+        df.to_parquet(directory / f"{name}-00001.parquet", index=False)
+        streams[name] = {"files": [f"{name}-00001.parquet"]}
+    (directory / "output-log.json").write_text(json.dumps({
+        "kind": "cepkit.output-log", "schema_version": 1, "format": "parquet", "run_start_wall_ms": 1_790_000_000_000,
+        "sim_start_ms": sim_start_ms, "speed": 1.0, "streams": streams}))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict[str, Path]:
+    """A one-minute dataset (Indicators to validate), its strategies, and engine logs whose validation
+    exits 0 (PASSED), 1 (FAILED: an Indicator missing) and 2 (bad input)."""
+    import json
+
+    from datagen.pairs import generate_pairs
+    from kit.workload import load_aux
+    from querygen.output import write_strategies
+    from tests.helpers import pairs_config
+
+    root = tmp_path_factory.mktemp("run")
+    generate_pairs(pairs_config(rate={"duration_s": 60.0}), root / "data")
+    write_strategies(load_aux(root / "data"), 42, root / "strategies.xml")
+    expected = root / "expected"
+    assert main(["validate", "pairs", "--data", str(root / "data"), "--strategies", str(root / "strategies.xml"),
+                 "--out", str(expected)]) == 0
+    sim_start = json.loads((root / "data" / "manifest.json").read_text())["start_epoch_ms"]
+    bad = root / "bad"
+    bad.mkdir()
+    (bad / "output-log.json").write_text('{"kind": "cepkit.output-log", "schema_version": 1')
+    return {"data": root / "data", "strategies": root / "strategies.xml",
+            0: _write_log(root / "passed", expected, sim_start, False),
+            1: _write_log(root / "failed", expected, sim_start, True), 2: bad}
+
+
+def _closed_pipe() -> int:
+    """The writing end of a pipe nobody reads any more (`cepkit ... | head -1` once head is gone)."""
+    r, w = os.pipe()
+    os.close(r)
+    return w
+
+
+def _run_with_streams(argv: list[str], streams: str) -> tuple[int, str]:
+    """(exit code, stderr if it could be read) of `cepkit argv` with stdout/stderr as `streams` says."""
+    full = open("/dev/full", "w")
+    pipe_out, pipe_err = _closed_pipe(), _closed_pipe()
+    try:
+        where = {"stdout full": (full, subprocess.PIPE), "stderr full": (subprocess.PIPE, full),
+                 "both full": (full, full), "closed pipes": (pipe_out, pipe_err)}[streams]
+        res = subprocess.run([sys.executable, "-m", "cepkit_app.cli", *argv], stdout=where[0], stderr=where[1],
+                             stdin=subprocess.DEVNULL, timeout=120)
+    finally:
+        full.close()
+        os.close(pipe_out)
+        os.close(pipe_err)
+    return res.returncode, (res.stderr or b"").decode()
+
+
+STREAMS = ["stdout full", "stderr full", "closed pipes"]
+
+
+@pytest.mark.parametrize("streams", STREAMS)
+@pytest.mark.parametrize("code", [0, 1, 2], ids=["passed", "failed", "bad input"])
+def test_exit_code_of_a_validation_whatever_the_streams(run, tmp_path, code, streams):
+    """0 PASSED, 1 FAILED, 2 bad input, with stdout or stderr on a full device or a closed pipe:
+    a failed write changes neither the code nor what is written (today: 1 with stderr full, 2 or
+    120 with stdout full)."""
+    out = tmp_path / "report"
+    got, err = _run_with_streams(["validate", "pairs", "--data", str(run["data"]), "--strategies",
+                                  str(run["strategies"]), "--log", str(run[code]), "--out", str(out)], streams)
+    assert got == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    if streams == "stdout full":        # stderr was readable: it says the same as the code
+        lines = err.strip().splitlines()
+        if code == 2:
+            assert len(lines) == 1 and lines[0].startswith("cepkit: error: ") and "output-log.json" in lines[0]
+        else:
+            assert f"verdict: {'PASSED' if code == 0 else 'FAILED'}" in lines
+    assert (out / "summary.json").is_file() == (code != 2)
+    assert os.listdir(tmp_path) == ([] if code == 2 else ["report"])
+
+
+@pytest.mark.parametrize("streams, code", [("stdout full", 2), ("stderr full", 0), ("closed pipes", 0)])
+def test_a_command_whose_product_is_stdout(streams, code):
+    """`config show` prints the resolved config: a stdout that cannot take it is a job not done (2),
+    a reader that went away took what it wanted (0); stderr does not matter."""
+    got, err = _run_with_streams(["config", "show"], streams)
+    assert got == code, err
+    if streams == "stdout full":
+        assert err == "cepkit: error: standard output: cannot write the config text: No space left on device\n"
+
+
+def test_an_internal_error_exits_2_not_1(monkeypatch):
+    """A bug's traceback is shown, and its exit code is 2: Python's 1 would read as a FAILED verdict."""
+    import kit.config
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(kit.config, "load_config", boom)
+    code, _, err = run_cli(["config", "show"])
+    assert code == 2 and "Traceback" in err
+    assert err.strip().splitlines()[-1] == ("cepkit: error: internal error, a bug in cepkit (the traceback above "
+                                            "says where): ZeroDivisionError: division by zero")

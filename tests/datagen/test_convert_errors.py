@@ -142,6 +142,15 @@ BAD_TICKS = [
      "2: field 'date': expected a time like '%b %d %Y', got 'nan'"),
     ("default-size-but-bad-price", "symbol,price,tickTS\nA,1,1\nA,x,2\n", {"default_size": 5},
      "3: field 'price': expected a positive integer (cents), got 'x'"),
+    # Symbols by the one rule the query generator and the strategies reader apply (issue 27).
+    ("symbol-with-space", "symbol,price,size,tickTS\nBRK.B,1,1,1\nBRK B,1,1,2\n", {},
+     "3: field 'symbol': 'BRK B' is not a ticker symbol (1 to 32 characters, each a letter A-Z or a-z, a digit, '.', '_' or '-')"),
+    ("symbol-with-slash", "symbol,price,size,tickTS\nBF/B,1,1,1\n", {},
+     "2: field 'symbol': 'BF/B' is not a ticker symbol (1 to 32 characters, each a letter A-Z or a-z, a digit, '.', '_' or '-')"),
+    ("symbol-accented", "symbol,price,size,tickTS\nNESTLÉ,1,1,1\n", {},
+     "2: field 'symbol': 'NESTLÉ' is not a ticker symbol (1 to 32 characters, each a letter A-Z or a-z, a digit, '.', '_' or '-')"),
+    ("symbol-too-long", "symbol,price,size,tickTS\n" + "A" * 33 + ",1,1,1\n", {},
+     "2: field 'symbol': '" + "A" * 33 + "' is not a ticker symbol (1 to 32 characters, each a letter A-Z or a-z, a digit, '.', '_' or '-')"),
 ]
 
 
@@ -186,6 +195,8 @@ def test_not_utf8_names_the_line(tmp_path):
      "3: symbol 'BBB' is already paired on line 2 (a symbol is in at most one pair)"),
     ("symbol1,symbol2\nAAA,AAA\n", "2: symbol 'AAA' cannot be paired with itself"),
     ("symbol1,symbol2\n", "2: no pairs after the header"),
+    ("symbol1,symbol2\nAAA,BBB\nCCC,DD D\n",
+     "3: field 'symbol2': 'DD D' is not a ticker symbol (1 to 32 characters, each a letter A-Z or a-z, a digit, '.', '_' or '-')"),
 ])
 def test_bad_correlations(tmp_path, corr_text, message):
     src = write(tmp_path, "ticks.csv", "symbol,price,size,tickTS\nAAA,1,1,1\nBBB,1,1,2\nCCC,1,1,3\n")
@@ -256,6 +267,8 @@ def test_unreadable_correlations_is_one_line(tmp_path):
     ({"sort": "yes"}, "convert: sort must be true or false, got 'yes'"),
     ({"ts_unit": "ns"}, "convert: ts unit must be one of ms, s, us, iso, got 'ns'"),
     ({"file_count": 0}, "convert: file count must be a positive integer, got 0"),
+    # The strategies file of the dataset records the scale factor; the config's range (issue 27).
+    ({"scale_factor": 10_001}, "convert: scale factor must be <= 10000, got 10001"),
     ({"correlations": "c.csv"}, "convert: a correlations file only goes with --kind ticks"),
     ({"id_column": "TS"}, "convert: column 'TS' is used for two fields"),
     ({"attribute_columns": []}, "convert: attribute columns must not be an empty list"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kit import atomic
-from kit.atomic import (StagedDir, atomic_open, atomic_write, check_free_space, deferred_signals,
+from kit.atomic import (TERMINATION_SIGNALS, StagedDir, atomic_open, atomic_write, check_free_space, deferred_signals,
                         remove_stale_partials, staging_prefix)
 from kit.errors import CepkitError
 
@@ -182,24 +182,36 @@ def test_sigkill_leftover_is_cleaned_by_the_next_command(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ds"]
 
 
-def test_deferred_signals_hold_then_deliver():
+@pytest.mark.parametrize("sig", TERMINATION_SIGNALS, ids=lambda s: signal.Signals(s).name
+                         if s in signal.Signals.__members__.values() else f"SIG{s}")
+def test_deferred_signals_hold_then_deliver(sig):
     seen = []
 
     def handler(signum, frame):
         seen.append(signum)
         raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, handler)
+    old = signal.signal(sig, handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             with deferred_signals():
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), sig)
                 for _ in range(1000):       # give the handler every chance to run (it must not)
                     pass
                 assert seen == []
-        assert seen == [signal.SIGTERM]
-        assert signal.getsignal(signal.SIGTERM) is handler
+        assert seen == [sig]
+        assert signal.getsignal(sig) is handler
     finally:
-        signal.signal(signal.SIGTERM, old)
+        signal.signal(sig, old)
+
+
+def test_the_termination_signals_are_every_catchable_one_that_ends_the_process():
+    """The list of specs/EXIT_CODES.md: named ones, the real-time ones; not SIGPIPE/SIGXFSZ, faults, stops."""
+    names = {signal.Signals(s).name for s in TERMINATION_SIGNALS if s in signal.Signals.__members__.values()}
+    assert {"SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTERM", "SIGXCPU", "SIGVTALRM",
+            "SIGPROF", "SIGIO", "SIGPWR"} <= names
+    assert not names & {"SIGKILL", "SIGSTOP", "SIGPIPE", "SIGXFSZ", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL",
+                        "SIGABRT", "SIGCHLD", "SIGCONT", "SIGWINCH", "SIGTSTP"}
+    assert set(range(signal.SIGRTMIN, signal.SIGRTMAX + 1)) <= set(TERMINATION_SIGNALS)
 
 
 # --- a real full disk ---------------------------------------------------------------------------

@@ -203,3 +203,65 @@ def test_write_config_is_atomic_and_never_overwrites(tmp_path):
 def test_a_bom_is_accepted(tmp_path):
     (tmp_path / "c.toml").write_bytes(b"\xef\xbb\xbf[pairs]\nseed = 5\n")
     assert load_config(tmp_path / "c.toml").pairs.seed == 5
+
+
+# --- every documented range is accepted end to end (issue 27) ---------------------------------
+
+from kit.config.limits import LIMITS  # noqa: E402
+
+PREFIXES = {"RateConfig": ("pairs.rate", "micro.rate"), "PriceConfig": ("pairs.prices",), "PairsConfig": ("pairs",),
+            "MicroConfig": ("micro",), "RunConfig": ("run",)}
+# What a value needs beside it, as the docstrings say (replay_rate_eps goes with replay = constant, ...).
+COMPANIONS = {"replay_rate_eps": ['run.replay="constant"'],
+              "initial_min_cents": ["pairs.prices.initial_max_cents=100000000"],
+              "initial_max_cents": ["pairs.prices.initial_min_cents=1"],
+              "pairs.strategies": ["pairs.symbols=1000000", "pairs.correlations=100000"],
+              "pairs.correlations": ["pairs.symbols=1000000"]}
+
+
+def _endpoints(low: float, high: float, low_open: bool, integral: bool) -> list:
+    if integral:
+        return [int(low) + 1 if low_open else int(low), int(high)]
+    import math
+    return [math.nextafter(low, math.inf) if low_open else low, high]
+
+
+@pytest.mark.parametrize("section, name", [(s, n) for s, fields in LIMITS.items() for n in fields])
+def test_both_ends_of_every_documented_range_are_accepted(section, name):
+    defaults = Config()
+    for prefix in PREFIXES[section]:
+        key = f"{prefix}.{name}"
+        default = getattr(eval("defaults." + prefix), name)  # noqa: S307 - our own attribute path
+        integral = isinstance(default, int) or name in ("symbols", "correlations", "strategies")
+        for value in _endpoints(*LIMITS[section][name], integral):
+            extra = COMPANIONS.get(name, COMPANIONS.get(key, []))
+            if name in ("measure_from_s", "measure_to_s"):
+                # The interval must not be empty (to > from): from's top and to's bottom pair up.
+                extra = ["run.measure_to_s=6307200000"] if name == "measure_from_s" else []
+                if name == "measure_from_s" and value == LIMITS[section][name][1]:
+                    continue
+            config = load_config(None, [*extra, f"{key}={value!r}"])
+            assert getattr(eval("config." + prefix), name) == value  # noqa: S307
+
+
+@pytest.mark.parametrize("sets, message", [
+    # 25 strategies per SF step, but one correlated pair holds ten: refused at the key, not by querygen.
+    (["pairs.strategies=251"], "--set pairs.strategies: must be <= 250 (25 correlated pairs x 10 strategies"),
+    (["pairs.symbols=10", "pairs.correlations=2", "pairs.strategies=21"], "--set pairs.strategies: must be <= 20"),
+    # A pair lies within one market: 4 symbols over 3 markets (SF 21) hold one pair, 3 symbols none.
+    (["pairs.scale_factor=21", "pairs.symbols=4", "pairs.correlations=2"],
+     "--set pairs.correlations: must be <= 1 (what 4 symbols over 3 markets hold), got 2"),
+    (["pairs.scale_factor=21", "pairs.symbols=3"], "--set pairs.symbols: must be > the number of markets (3"),
+])
+def test_sizes_the_query_generator_would_refuse_are_refused_at_their_key(sets, message):
+    with pytest.raises(CepkitError) as err:
+        load_config(None, sets)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.parametrize("symbols, pairs, strategies", [(2, 1, 10), (3, 1, 10), (7, 1, 10), (8, 2, 20), (40, 10, 25)])
+def test_few_symbols_derive_counts_that_fit(symbols, pairs, strategies):
+    from kit.scale import ScaleModel
+    m = ScaleModel.from_sf(1, symbols=symbols)
+    assert (m.correlations, m.strategies) == (pairs, strategies)
+    load_config(None, [f"pairs.symbols={symbols}"])

@@ -19,10 +19,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit import tomlio
 from kit.config import Config, describe_keys, load_config, valid_keys
 from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings
@@ -107,7 +107,7 @@ def mutated_config(draw) -> bytes:
                 node = node.setdefault(k, {}) if isinstance(node.get(k, {}), dict) else {}
             node[dotted[-1]] = draw(SCALARS)
     try:
-        return tomlio.dumps(data).encode("utf-8", "surrogatepass")
+        return tomli_w.dumps(data).encode("utf-8", "surrogatepass")
     except (TypeError, UnicodeEncodeError):
         return text.encode()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections import Counter
 
 import numpy as np
@@ -107,9 +109,32 @@ def test_deterministic_for_a_seed_and_different_for_another(auxes):
 
 
 def test_too_many_strategies_for_the_pairs_is_an_error():
-    aux = aux_for(1, strategies=251)
+    # The config refuses it (tests/kit/test_config.py); an aux file edited by hand, or --count, still can.
+    aux = dataclasses.replace(aux_for(1), num_strategies=251)
     with pytest.raises(CepkitError, match=r"251 strategies do not fit the dataset: 25 correlated pairs x 10 .* = 250"):
         strategies_for(aux, 1)
+
+
+def test_every_config_in_range_gives_an_aux_the_query_generator_accepts():
+    # Issue 27: symbols = 2 or 3 derived zero pairs; few symbols over many markets, or 25 strategies
+    # per SF on one pair, wrote an aux file the query generator then refused.
+    for sf, changes in [(1, {"symbols": 2}), (1, {"symbols": 3}), (21, {"symbols": 4}), (95, {"symbols": 11}),
+                        (1, {"symbols": 3, "strategies": 10}), (11, {"symbols": 6, "correlations": 2})]:
+        aux = aux_for(sf, **changes)
+        assert len(strategies_for(aux, 1)) == aux.num_strategies >= 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["symbols"][0].update(symbol="AB CD"), "symbols: 'AB CD' is not a ticker symbol"),
+    (lambda d: d["symbols"][0].update(symbol="X" * 33), "is not a ticker symbol (1 to 32 characters"),
+    (lambda d: d.update(scale_factor=10_001), "scale_factor must be <= 10000, got 10001"),
+])
+def test_aux_file_holds_only_what_the_strategies_file_can(change, message):
+    # The one rule (kit.workload.aux): an aux file the strategies file could not be written from is refused.
+    doc = aux_document(aux_for(1))
+    change(doc)
+    with pytest.raises(CepkitError, match=re.escape(message)):
+        aux_from_document(doc)
 
 
 def test_overridden_pair_count_follows_the_same_rule():

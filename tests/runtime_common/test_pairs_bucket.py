@@ -17,7 +17,8 @@ from kit.workload import load_aux
 from querygen.strategies import strategies_for
 from runtime_common.pairs_bucket import OUT_COLUMNS, DictStore, PairsBucket, decode, encode
 from runtime_common.pairs_partials import Layout
-from tests.pairs_trace import EXPECTED_INDICATORS, EXPECTED_ORDERS, STRATEGY_ROW, T0, trace_rows
+from tests.pairs_trace import (BIG_EXPECTED_ORDERS, BIG_STRATEGY_ROW, EXPECTED_INDICATORS, EXPECTED_ORDERS, STRATEGY_ROW,
+                               T0, big_price_rows, trace_rows, write_dataset)
 from validator.pairs_reference import StrategyParams, compute_reference
 
 
@@ -115,6 +116,33 @@ def test_the_hand_trace_one_tick_per_batch():
     for i in range(len(rows)):
         run.batch(ticks.slice(i, 1), 1, rng)
     assert _trace_outputs(run.output())[1] == EXPECTED_ORDERS
+
+
+def test_a_genuine_crossing_near_2_31_cents_in_batches(tmp_path):
+    """Section 5 (issue 27): the trace near 2^31 cents (190 ticks a period, sd ~ 9.8e-13 |avgRatio|,
+    no order on main), with the hand trace's strategy beside it, cut into random batches and
+    partitions: the worked-out orders, and every double and order exactly the reference's."""
+    rows = big_price_rows()
+    ticks = _table(rows)
+    run = Run([BIG_STRATEGY_ROW, STRATEGY_ROW], 2)
+    rng = np.random.default_rng(27)
+    start = 0
+    while start < len(rows):
+        size = int(rng.integers(1, 600))
+        run.batch(ticks.slice(start, size), int(rng.integers(1, 4)), rng)
+        start += size
+    got = run.output()
+    _ind, orders = _trace_outputs(got[got.strategy == BIG_STRATEGY_ROW[0]])
+    assert orders == BIG_EXPECTED_ORDERS
+    ref = compute_reference(write_dataset(tmp_path / "ref", rows), [StrategyParams(*BIG_STRATEGY_ROW),
+                                                                     StrategyParams(*STRATEGY_ROW)])
+    ind = got[got.stream == "Indicator"].sort_values(["inputTickTS", "strategy"], ignore_index=True)
+    want = ref.indicators.sort_values(["inputTickTS", "strategy"], ignore_index=True)
+    assert ind.strategy.tolist() == want.strategy.tolist() and len(want) == 9 + 6     # N = 2 and N = 5 over 10 closes
+    assert (ind.inputTickTS.astype("int64") == want.inputTickTS).all()
+    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
+        assert (ind[col].to_numpy() == want[col].to_numpy()).all(), col
+    assert len(ref.orders) == len(BIG_EXPECTED_ORDERS)
 
 
 @pytest.fixture(scope="module")

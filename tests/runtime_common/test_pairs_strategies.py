@@ -9,7 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from runtime_common.pairs_strategies import FLAT, LONG_SHORT, SHORT_LONG, Book, ClosedPeriod, Outputs, Strategy
+from runtime_common.pairs_strategies import (COLLAPSE_ULPS, EPS, FLAT, LONG_SHORT, SHORT_LONG, Book, ClosedPeriod,
+                                             Outputs, Strategy)
+from tests.pairs_trace import BIG_BUMPS, BIG_PRICE, BIG_STRATEGY_ROW, BIG_TICKS
+from validator import pairs_reference
 from validator.pairs_reference import _window_stats
 
 A, B, C, D = "AAAAAA", "BBBBBB", "CCCCCC", "DDDDDD"
@@ -143,12 +146,90 @@ def test_a_transition_takes_precedence_over_the_stop_loss():
 
 
 def test_collapsed_bands_give_no_signal():
-    """Section 5: sd <= 1e-12 |avg| means no signal, whatever the comparisons say."""
+    """Section 5: sd <= 4 N eps |avg| means no signal, whatever the comparisons say."""
     book = _book(ST)
     s = book.initial_state()
     for a in (2000, 2000, 2000):
         out = _close(book, s, a)
     assert _ind(out) == [("st_1", 2.0, 2.0, 2.0, 2.0)] and out.orders == []
+
+
+def _close_sums(book: Book, state, a_sum, a_count, b_sum, b_count, last, stamp=7_000) -> Outputs:
+    """Close one period from exact price sums and counts of A and B (C and D without a tick)."""
+    out = Outputs.empty()
+    book.close(state, ClosedPeriod(np.array([a_sum, b_sum, 0, 0], np.int64), np.array([a_count, b_count, 0, 0]),
+                                   np.array(list(last) + [0, 0], np.int64), stamp, stamp + 3, stamp + 5), out)
+    return out
+
+
+def test_the_collapse_threshold_is_the_references():
+    """The engines and the validator each hold the constants (neither imports the other): the same."""
+    assert (COLLAPSE_ULPS, EPS) == (pairs_reference.COLLAPSE_ULPS, pairs_reference.EPS) == (4, 2.0 ** -52)
+
+
+def test_a_genuine_crossing_near_2_31_cents_trades():
+    """Section 5 (issue 27): tests/pairs_trace.py's trace near 2^31 cents, 190 ticks a period, one
+    tick a cent dearer in some periods: sd ~ 9.8e-13 |avg|, which the old rule (1e-12 |avg|) took
+    for collapsed bands (no order on main). Now: the high crossing buys B, the low one turns it into A."""
+    book = _book(BIG_STRATEGY_ROW)
+    s = book.initial_state()
+    orders = []
+    for q, bump in enumerate(BIG_BUMPS):
+        orders += _close_sums(book, s, BIG_TICKS * BIG_PRICE + bump, BIG_TICKS, BIG_TICKS * BIG_PRICE, BIG_TICKS,
+                              (BIG_PRICE, BIG_PRICE), stamp=1000 * (q + 1)).orders
+    assert [(o[5], o[1], o[2], o[4]) for o in orders] == [(6000, "BUY", B, 40), (10000, "SELL", B, 40),
+                                                          (10000, "BUY", A, 40)]
+    assert s.position[0] == LONG_SHORT and s.shares[0].tolist() == [40, 0]
+
+
+def _periods(kind: str, rng, count: int = 80) -> list[tuple[int, int, int, int]]:
+    """(A sum, A count, B sum, B count) per period. "noise": the same ratio 6000/3002 two ways, exact
+    means or 2000 over 1000.666... (one ulp apart after rounding); "genuine": A near 2^31 cents over
+    1 to 199 ticks, its sum bumped by 0 to 2 cents, B flat (thousands of ulps apart)."""
+    if kind == "noise":
+        return [(6000, c, 3002, c) for c in rng.choice([1, 3], count)]
+    return [(int(c) * BIG_PRICE + int(bump), int(c), int(c) * BIG_PRICE, int(c))
+            for c, bump in zip(rng.integers(1, 200, count), rng.integers(0, 3, count))]
+
+
+@pytest.mark.parametrize("kind", ["noise", "genuine"])
+def test_the_collapse_rule_is_bit_for_bit_the_references(kind):
+    """Book's orders are exactly those of the validator's reference over the same ratios, N from 2 to
+    30 side by side; rounding noise crosses the bands by the comparisons alone and never trades,
+    genuine moves near 2^31 cents (sd above 4 N eps |avg|, many below the old 1e-12 |avg|) do."""
+    ns, mults = [2, 3, 5, 7, 13, 30], [0.5, 1.0, 1.2, 1.5, 2.0, 1.0]
+    rows = [(f"st_{i}", A, B, 10 ** 12, 5, n, m, 0.2) for i, (n, m) in enumerate(zip(ns, mults))]
+    book = _book(*rows)
+    s = book.initial_state()
+    periods = _periods(kind, np.random.default_rng(27))
+    got: dict[str, list] = {r[0]: [] for r in rows}
+    crossings = quiet = 0
+    for q, p in enumerate(periods):
+        out = _close_sums(book, s, *p, last=(BIG_PRICE, BIG_PRICE), stamp=1000 * (q + 1))
+        for alias, kind_, *_rest in out.orders:
+            got[alias].append((q, kind_))
+    ratios = np.array([(a / ca) / (b / cb) for a, ca, b, cb in periods])
+    k = len(ratios)
+    cp = pairs_reference.ClosedPeriods(5000, np.arange(k), 1000 * (np.arange(k) + 1),
+                                       np.column_stack([ratios, np.ones(k)]), np.ones((k, 2), np.int64),
+                                       np.full((k, 2), BIG_PRICE, np.int64), np.full(2, BIG_PRICE, np.int64))
+    for alias, _a, _b, funds, _p, n, mult, stop in rows:
+        ind_rows: list = []
+        ord_rows: list = []
+        pairs_reference._run_strategy(pairs_reference.StrategyParams(alias, A, B, funds, 5, n, mult, stop), cp, 0, 1,
+                                      ind_rows, ord_rows, [])
+        assert got[alias] == [(int(ts) // 1000 - 1, t) for _al, t, _sym, _pr, _sz, ts, _off in ord_rows], alias
+        ind = ind_rows[0]
+        r, up, lo, avg = (ind[c].to_numpy() for c in ("ratio", "upperBand", "lowerBand", "avgRatio"))
+        crossings += int((((r[1:] >= up[1:]) & (r[:-1] < up[:-1])) | ((r[1:] <= lo[1:]) & (r[:-1] > lo[:-1]))).sum())
+        traded = np.isin(ind["inputTickTS"].to_numpy(), [ts for *_x, ts, _off in ord_rows])
+        quiet += int((traded & ((up - avg) / mult <= 1e-12 * np.abs(avg))).sum())
+    trades = sum(len(v) for v in got.values())
+    assert crossings > 10
+    if kind == "noise":
+        assert trades == 0
+    else:                       # some of them in bands the old rule (sd <= 1e-12 |avg|) silenced
+        assert trades > 10 and quiet > 0
 
 
 def test_an_order_of_size_zero_is_not_emitted_but_the_state_moves():

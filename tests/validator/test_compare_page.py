@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+import tomli_w
 
 import harness.sink
 from cepkit_app.pipelines.micro_summary import WorkloadResult, write_summary
@@ -31,7 +32,6 @@ from datagen.pairs import generate_pairs
 from harness.resources import RESOURCE_COLUMNS, BacklogLog, CsvLog
 from harness.run_finish import write_json
 from harness.sink import SinkServer
-from kit import tomlio
 from kit.config import load_config
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
@@ -62,7 +62,7 @@ def write_run_config(run: Path, engine: str) -> None:
     doc = tomllib.loads(load_config().to_toml())
     doc["run"]["engine"] = engine
     run.mkdir(parents=True, exist_ok=True)
-    (run / "config.toml").write_text(tomlio.dumps(doc))
+    (run / "config.toml").write_text(tomli_w.dumps(doc))
 
 
 def write_engine_dir(edir: Path, frames, *, seconds: int, cpu: float, rss_mib: float, release_eps: float,

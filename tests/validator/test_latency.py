@@ -124,6 +124,33 @@ def test_interval_ranks_of_millions_use_a_window():
     assert (low, high) == (int(k[cdf <= 0.025][-1]) + 1, int(k[cdf >= 0.975][0]) + 1)
 
 
+def _cdf_by_recurrence(n: int, num: int, den: int, ks: list[int], span: int) -> list[float]:
+    """P(B <= k) for B ~ Binomial(n, num/den), neither by lgamma nor by scipy: the pmf relative to
+    the mode by the ratio pmf(k+1)/pmf(k) = (n-k)/(k+1) * num/(den-num), summed with fsum over
+    mode +- span (~1e-12 relative error)."""
+    mode = (n + 1) * num // den
+    w = {mode: 1.0}
+    x = 1.0
+    for k in range(mode, min(n, mode + span)):
+        x *= (n - k) / (k + 1) * num / (den - num)
+        w[k + 1] = x
+    x = 1.0
+    for k in range(mode, max(0, mode - span), -1):
+        x /= (n - k + 1) / k * num / (den - num)
+        w[k - 1] = x
+    total = math.fsum(w.values())
+    return [math.fsum(v for j, v in w.items() if j <= k) / total for k in ks]
+
+
+def test_interval_rank_of_tens_of_millions_is_exact():
+    # n = 43,902,618, p99: P(B <= 43,464,883) = 0.97500004 >= 0.975, so u = 43,464,884. A CDF summed
+    # from lgamma terms (the hand-written one this module had) is 4e-8 low there and said 43,464,885.
+    n = 43_902_618
+    below, at = _cdf_by_recurrence(n, 99, 100, [43_464_882, 43_464_883], span=20_000)
+    assert below < 0.975 <= at and at - 0.975 == pytest.approx(3.5e-8, rel=0.01)
+    assert ci_ranks(n, 99, 100)[1] == 43_464_884
+
+
 def test_closing_counts_and_the_maximum_rule():
     # Pinned in specs/VALIDATION.md: the p99 is the maximum for n <= 99 and closes from n = 368.
     assert maximum_below(99, 100) == 99 and maximum_below(999, 1000) == 999 and maximum_below(50, 100) == 1

@@ -1,5 +1,6 @@
-"""The Pairs reference engine against the hand-built tick trace of tests/pairs_trace.py, whose
-docstring works out every number."""
+"""The Pairs reference engine against the hand-built tick traces of tests/pairs_trace.py, whose
+docstring and comments work out every number; the collapse rule (PAIRS_SEMANTICS.md section 5)
+against rounding noise; the reader's refusals."""
 
 from __future__ import annotations
 
@@ -11,32 +12,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from kit.errors import CepkitError
-from tests.pairs_trace import A, B, C, EXPECTED_INDICATORS, EXPECTED_ORDERS, PERIODS, STRATEGY_ROW, T0, trace_rows
-from validator.pairs_reference import StrategyParams, compute_reference
+from tests.pairs_trace import (A, B, BIG_EXPECTED_FINAL, BIG_EXPECTED_ORDERS, BIG_STRATEGY_ROW, C, EXPECTED_INDICATORS,
+                               EXPECTED_ORDERS, PERIODS, STRATEGY_ROW, T0, big_price_rows, trace_rows, write_dataset)
+from validator.pairs_reference import COLLAPSE_ULPS, EPS, StrategyParams, _window_stats, compute_reference
 
 STRATEGY = StrategyParams(*STRATEGY_ROW)
-
-
-def write_dataset(directory: Path, rows, files: int = 1) -> Path:
-    """A dataset in the documented layout (specs/DATA.md), written without the generator."""
-    directory.mkdir(parents=True)
-    parts = np.array_split(np.arange(len(rows)), files)
-    listed = []
-    for i, idx in enumerate(parts):
-        name = f"ticks-{i + 1:05d}-of-{files:05d}.parquet"
-        sel = [rows[j] for j in idx]
-        table = pa.table({"symbol": [r[0] for r in sel], "price": pa.array([r[1] for r in sel], pa.int32()),
-                          "size": pa.array([100] * len(sel), pa.int32()),
-                          "tickTS": pa.array([r[2] for r in sel], pa.int64())})
-        pq.write_table(table, directory / name)
-        listed.append({"path": name, "rows": len(sel), "bytes": (directory / name).stat().st_size,
-                       "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()})
-    (directory / "manifest.json").write_text(json.dumps(
-        {"kind": "cepkit.datagen-manifest", "schema_version": 1, "format": "parquet", "start_epoch_ms": T0,
-         "files": listed}))
-    return directory
 
 
 @pytest.mark.parametrize("files", [1, 4])
@@ -71,6 +55,82 @@ def test_open_position_is_marked_to_market(tmp_path):
     final = ref.final.iloc[0]
     assert (final.state, final.held, final.shares, final.balance_cents) == ("SHORT_LONG", B, 90, 9_600)
     assert final.value_cents == 9_600 + 90 * 1000
+
+
+def test_open_position_is_valued_at_the_inputs_last_trade(tmp_path):
+    """Section 10 (issue 27): the value uses the held symbol's last trade in the whole input, here a
+    BBBBBB trade at 1020 in the last period (which never closes), after the last Indicator's
+    closing tick (+16000, where BBBBBB last traded at 1000). On main the value was 9_600 + 90 * 1000."""
+    rows = [r for r in trace_rows() if r[2] < T0 + 17_000] + [(B, 1020, T0 + 16_800)]
+    ref = compute_reference(write_dataset(tmp_path / "ds", rows), [STRATEGY])
+    final = ref.final.iloc[0]
+    assert (final.state, final.held, final.shares, final.balance_cents) == ("SHORT_LONG", B, 90, 9_600)
+    assert final.value_cents == 9_600 + 90 * 1020
+
+
+def test_a_genuine_crossing_near_2_31_cents_trades(tmp_path):
+    """Section 5 (issue 27): prices near 2^31 cents, 190 ticks a period, a one-cent bump of one tick:
+    the bands' sd is ~9.8e-13 |avgRatio|, which the old rule (sd <= 1e-12 |avgRatio|) took for
+    collapsed bands, so main emitted no order. The crossings are genuine (tests/pairs_trace.py)."""
+    st = StrategyParams(*BIG_STRATEGY_ROW)
+    ref = compute_reference(write_dataset(tmp_path / "ds", big_price_rows(), files=3), [st])
+    ind = ref.indicators
+    assert (ind["inputTickTS"] - T0).tolist() == [5000, 6000, 7000, 8000, 9000, 10000]
+    sd = (ind["upperBand"] - ind["avgRatio"]).to_numpy() / st.bands_multiplier
+    # The regime the test is about: above the rounding threshold, below the old relative one.
+    rounding = COLLAPSE_ULPS * EPS * st.num_periods * ind["avgRatio"].abs().to_numpy()
+    assert (sd > 100 * rounding).all() and (sd[[1, 5]] < 1e-12 * ind["avgRatio"].to_numpy()[[1, 5]]).all()
+    got = [(int(r.inputTickTS - T0), r.type, r.symbol, int(r.price), int(r.size)) for r in ref.orders.itertuples()]
+    assert got == BIG_EXPECTED_ORDERS
+    final = ref.final.iloc[0]
+    assert (final.state, final.held, final.shares, final.balance_cents, final.value_cents) == BIG_EXPECTED_FINAL
+
+
+# Two periods whose ratios are mathematically equal (6000/3002) but round differently: A three
+# ticks at 2000 over B at 1000, 1001, 1001 (means 2000 and 1000.666...), or A 6000 over B 3002.
+NOISY = {True: [(A, 2000), (A, 2000), (A, 2000), (B, 1000), (B, 1001), (B, 1001)], False: [(A, 6000), (B, 3002)]}
+NOISE_STRATEGIES = [StrategyParams("st_00003", A, B, 1_000_000, 1, 2, 0.5, 0.1),
+                    StrategyParams("st_00004", A, B, 1_000_000, 1, 5, 1.2, 0.1)]
+
+
+def noisy_rows(periods: int = 10) -> list[tuple[str, int, int]]:
+    """Periods alternating between the two ways to the same ratio, then one tick to close the last."""
+    rows = [(sym, price, T0 + 1000 * q + 10 * i) for q in range(periods)
+            for i, (sym, price) in enumerate(NOISY[q % 2 == 0])]
+    return rows + [(C, 7, T0 + 1000 * periods)]
+
+
+def test_rounding_noise_gives_no_signal(tmp_path):
+    """Section 5: ratios that differ only by rounding (one ulp apart) cross their bands by the
+    comparisons alone, for both strategies below; the collapse rule keeps every such crossing out
+    (a rule that took any sd > 0 for real bands would trade here)."""
+    ref = compute_reference(write_dataset(tmp_path / "ds", noisy_rows()), NOISE_STRATEGIES)
+    ind = ref.indicators
+    ratios = ind["ratio"].to_numpy()
+    assert ind["ratio"].nunique() == 2 and np.ptp(ratios) == np.spacing(ratios.min())     # one ulp apart
+    for st in NOISE_STRATEGIES:
+        mine = ind[ind.strategy == st.alias]
+        r, up, lo = (mine[c].to_numpy() for c in ("ratio", "upperBand", "lowerBand"))
+        crossing = ((r[1:] >= up[1:]) & (r[:-1] < up[:-1])) | ((r[1:] <= lo[1:]) & (r[:-1] > lo[:-1]))
+        assert crossing.any(), st.alias
+    assert ref.orders.empty and (ref.final.state == "FLAT").all()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(p=hs.integers(1, 10 ** 4), q=hs.integers(1, 10 ** 4), n=hs.integers(1, 200),
+       periods=hs.lists(hs.tuples(hs.integers(1, 10 ** 5), hs.integers(1, 50), hs.integers(1, 200),
+                                  hs.integers(1, 200)), min_size=1, max_size=40))
+def test_rounding_alone_stays_within_the_derived_bound(p, q, n, periods):
+    """Section 5's derivation: a window of N ratios that are all mathematically p/q, each from its
+    own period's means (p t / m and q t / m, often inexact doubles), has a computed sd of at most
+    (N + 3)/2 eps |avgRatio|: rounding alone; the collapse threshold is at least twice that."""
+    per = (periods * (n // len(periods) + 2))[:n + len(periods)]
+    # Period (t, m, k, k2): A sums p*t*k over k*m ticks, B q*t*k2 over k2*m: means p*t/m and q*t/m.
+    ratios = np.array([(float(p * t * k) / (k * m)) / (float(q * t * k2) / (k2 * m)) for t, m, k, k2 in per])
+    mean, sd = _window_stats(ratios, n)
+    bound = (n + 3) / 2 * EPS * np.abs(mean)
+    assert (sd <= bound).all()
+    assert (2 * bound <= COLLAPSE_ULPS * EPS * n * np.abs(mean)).all()
 
 
 def test_strategies_are_independent_and_periods_epoch_aligned(tmp_path):
