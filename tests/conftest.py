@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import fcntl
 import json
+import resource
 import threading
 import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from datagen.micro import generate_micro
@@ -41,13 +43,15 @@ def pytest_collection_modifyitems(config, items):
 # -- engine runs alone under pytest-xdist ------------------------------------------------------------
 # The default run spreads its tests over the machine's cores (scripts/test.sh: pytest-xdist, -n 2).
 # A test that starts an engine must not share the 2 cores: its replay runs at a wall-clock rate and a
-# starved engine falls behind and is stopped as unsustainable. So under xdist each test holds a
+# starved engine falls behind and is stopped as unsustainable; nor may a test that measures CPU or
+# wall time (marked `alone`). So under xdist each test holds a
 # share of the machine: engine-free tests a shared one, side by side; an engine test an exclusive
 # one, taken once the running tests have finished and held until it has, while the other workers
 # wait. Two flock(2) locks in the run's temporary directory (which the workers share): the gate,
 # which an engine test closes first so that no new test starts while it waits, and the room itself.
 
-ENGINE_MARKS = ("spark", "flink")
+# Run alone: tests that start an engine, and tests that measure CPU or wall time (`alone`).
+EXCLUSIVE_MARKS = ("spark", "flink", "alone")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -55,7 +59,7 @@ def pytest_runtest_protocol(item, nextitem):
     if not hasattr(item.config, "workerinput"):      # not an xdist worker: one test at a time anyway
         yield
         return
-    alone = any(item.get_closest_marker(m) for m in ENGINE_MARKS)
+    alone = any(item.get_closest_marker(m) for m in EXCLUSIVE_MARKS)
     mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
     shared = item.config._tmp_path_factory.getbasetemp().parent     # <run>/popen-gwN -> <run>
     with open(shared / "machine.gate", "a") as gate, open(shared / "machine.room", "a") as room:
@@ -116,6 +120,28 @@ def pytest_configure(config):
     budget = config.getoption("budget_s")
     if budget is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(StageBudget(config, budget), "cepkit-stage-budget")
+
+
+# -- hostile input under a memory cap ------------------------------------------------------------------
+# The tests of bad and hostile input (fuzzing, round trips, path options, exit codes) run under a
+# memory cap: during the test, this process's address space may grow by MEMORY_HEADROOM_BYTES at
+# most, and the commands it starts inherit the cap, so a regression (a reader or an allocation sized
+# by the input) fails with a MemoryError instead of exhausting the machine. The modules ask for it:
+# `pytestmark = pytest.mark.usefixtures("memory_cap")`.
+MEMORY_HEADROOM_BYTES = 4 << 30
+
+
+@pytest.fixture
+def memory_cap():
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = psutil.Process().memory_info().vms + MEMORY_HEADROOM_BYTES
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield cap
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 @pytest.fixture(scope="session")

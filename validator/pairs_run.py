@@ -19,6 +19,7 @@ from kit.manifest import Manifest, read_manifest
 from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import INPUT_TS, read_strategies
+from validator.company_names import names_seed
 from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
 from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import Clocks, read_output_log, read_resources
@@ -150,7 +151,8 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                   **({"pscore": f"not computed: {pscore_note}"} if pscore_note else {})},
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
         input_series=ref.input_per_second, resources=resources,
-        chart=_chart(v.chart_strategy, expected), recoveries=recovered)
+        chart=_chart(v.chart_strategy, expected), recoveries=recovered,
+        strategies=tuple(params), names_seed=names_seed(manifest))
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons), latency=tuple(latency)) if comparisons \
         else "no engine log: expected answers only"

@@ -7,7 +7,9 @@ Verdicts, table cells and the wording of percentiles are those of the text repor
 (validator.report).
 
 What goes in is gathered by the caller into one frozen `ReportInputs`; sections whose inputs are
-absent are left out of the page.
+absent are left out of the page. The strategies table and the strategy chart's caption show an
+invented company name beside each ticker symbol of a generated dataset (validator.company_names):
+derived here, when the page is drawn, and written nowhere else.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kit.jsonfile import read_json_object
 from kit.profiles import RateProfile
 from validator import plots
 from validator.adaptivity import AdaptivityMetrics
+from validator.company_names import company_names
 from validator.compare import StreamComparison
 from validator.latency import Pscore, StreamLatency
 from validator.order_stats import PERCENTILES, interval_text, percentile_note, percentile_text
@@ -40,6 +43,8 @@ SUMMARY_KIND = "cepkit.validation-summary"
 SUMMARY_VERSION = 1
 TEMPLATE = "report.html.j2"
 DEFAULT_SHOWN = 25
+# The strategies table lists this many (a run has up to 12,800; all are in the strategies file).
+STRATEGIES_SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,11 @@ class ReportInputs:
     - recoveries: one per fault injected into the engine (validator/recovery.py); marked on the
       latency and throughput charts. Needs `clocks`.
     - shown: how many incorrect answers the page lists per stream.
+    - strategies: the Pairs strategies (objects with alias, symbol1, symbol2, period_length_s and
+      num_periods, such as validator.pairs_reference.StrategyParams); the page lists the first
+      STRATEGIES_SHOWN.
+    - names_seed: the seed of a generated dataset (validator.company_names.names_seed), which puts
+      an invented company name beside each symbol; None (a converted dataset) shows none.
     """
 
     title: str
@@ -96,6 +106,8 @@ class ReportInputs:
     recoveries: tuple[Recovery, ...] = ()
     notes: tuple[str, ...] = ()
     shown: int = DEFAULT_SHOWN
+    strategies: tuple = ()
+    names_seed: int | None = None
 
     def __post_init__(self) -> None:
         if not str(self.title).strip():
@@ -103,6 +115,9 @@ class ReportInputs:
         object.__setattr__(self, "comparisons", tuple(self.comparisons))
         object.__setattr__(self, "latency", tuple(self.latency))
         object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        if self.names_seed is not None and (isinstance(self.names_seed, bool) or not isinstance(self.names_seed, int)):
+            raise CepkitError(f"report: names_seed must be an integer or None, got {self.names_seed!r}")
         for what, items in (("comparison", self.comparisons), ("latency", self.latency)):
             names = [x.stream for x in items]
             if len(set(names)) != len(names):
@@ -144,7 +159,9 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
     """Write report.html, summary.json and figures/*.png into out_dir; return report.html's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figures = _draw_figures(inputs, out / "figures")
+    shown_strategies = _shown_strategies(inputs)
+    names = company_names(inputs.names_seed, (sym for st in shown_strategies for sym in (st.symbol1, st.symbol2)))
+    figures = _draw_figures(inputs, out / "figures", _pair_text(inputs, names))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     summary = _summary(inputs, figures, generated)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -155,7 +172,9 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
         latency=_latency_rows(inputs.latency), pscore=_pscore_view(inputs.pscore),
         adaptivity=adaptivity_rows(inputs.adaptivity),
         phases=_phase_rows(inputs.profile), clocks=inputs.clocks,
-        figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes)
+        figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes,
+        strategies=_strategy_rows(shown_strategies, names), strategies_total=len(inputs.strategies),
+        named=bool(names))
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
@@ -178,8 +197,35 @@ def _num(v, digits: int = 0) -> str:
     return f"{float(v):,.{digits}f}"
 
 
-def _draw_figures(inputs: ReportInputs, fig_dir: Path) -> list[dict]:
-    """Draw every figure the inputs allow; returns [{id, file, title, caption}]."""
+def _shown_strategies(inputs: ReportInputs) -> list:
+    """The strategies the page names: the first STRATEGIES_SHOWN, and the charted one."""
+    shown = list(inputs.strategies[:STRATEGIES_SHOWN])
+    if inputs.chart is not None:
+        shown += [s for s in inputs.strategies[STRATEGIES_SHOWN:] if s.alias == inputs.chart.strategy][:1]
+    return shown
+
+
+def _named(symbol: str, names: Mapping[str, str]) -> str:
+    return f"{symbol} ({names[symbol]})" if symbol in names else symbol
+
+
+def _pair_text(inputs: ReportInputs, names: Mapping[str, str]) -> str:
+    """": SYM1 (name) / SYM2 (name)" for the charted strategy's title, or "" when it is not listed."""
+    if inputs.chart is None:
+        return ""
+    st = next((s for s in inputs.strategies if s.alias == inputs.chart.strategy), None)
+    return "" if st is None else f": {_named(st.symbol1, names)} / {_named(st.symbol2, names)}"
+
+
+def _strategy_rows(strategies: Sequence, names: Mapping[str, str]) -> list[dict]:
+    return [{"alias": s.alias, "symbol1": s.symbol1, "name1": names.get(s.symbol1, ""), "symbol2": s.symbol2,
+             "name2": names.get(s.symbol2, ""), "period_s": s.period_length_s, "periods": s.num_periods}
+            for s in strategies]
+
+
+def _draw_figures(inputs: ReportInputs, fig_dir: Path, pair: str = "") -> list[dict]:
+    """Draw every figure the inputs allow; returns [{id, file, title, caption}]; `pair` follows
+    the strategy chart's title (its symbols and their names)."""
     out = []
 
     def add(fid: str, title: str, caption: str, draw) -> None:
@@ -209,7 +255,7 @@ def _draw_figures(inputs: ReportInputs, fig_dir: Path) -> list[dict]:
             lambda p: plots.plot_resources(p, inputs.resources, inputs.clocks, inputs.profile))
     if inputs.chart is not None:
         ch = inputs.chart
-        add("strategy", f"Strategy {ch.strategy}", "The strategy's ratio, its moving average and Bollinger bands "
+        add("strategy", f"Strategy {ch.strategy}{pair}", "The strategy's ratio, its moving average and Bollinger bands "
             "(Indicator rows) with its BUY and SELL orders (MarketOrder rows), as in thesis Figure 7.5.",
             lambda p: plots.plot_strategy(p, ch.indicators, ch.orders, ch.strategy))
     return out

@@ -124,8 +124,10 @@ def config_file(value: str | None):
     exists and VALUE is a bare name."""
     import os
 
+    from kit.paths import path_option
     from kit.shipped import config_names, config_path
 
+    value = path_option(value, "--config")
     if value is None or os.path.exists(value) or os.sep in value or value not in config_names():
         return value
     return config_path(value)

@@ -38,12 +38,19 @@ def register(sub, name: str, help_text: str) -> None:
                             help=f"the cluster's state and logs (default: ./{DEFAULT_DIR})")
 
 
+def _dir(args: argparse.Namespace) -> str:
+    """--dir as given; an empty one (an unset shell variable) is refused, not read as "."."""
+    from kit.paths import path_option
+
+    return path_option(args.dir, "--dir")
+
+
 def _spec(args: argparse.Namespace):
     from harness.cluster_spec import ClusterSpec
     from kit.errors import CepkitError
 
     try:
-        return ClusterSpec(args.dir, host=args.host, master_port=args.port, workers=args.workers,
+        return ClusterSpec(_dir(args), host=args.host, master_port=args.port, workers=args.workers,
                            cores_per_worker=args.cores, memory_per_worker=args.memory)
     except CepkitError as e:
         field, sep, rest = str(e).removeprefix("cluster spec: ").partition(": ")
@@ -77,7 +84,7 @@ def _start(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from harness.cluster import cluster_status
 
-    st = cluster_status(args.dir)
+    st = cluster_status(_dir(args))
     if "master_url" not in st:
         print(f"not running ({st['detail']} in {args.dir})")
         return 0
@@ -101,5 +108,5 @@ def _stop(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console
     from harness.cluster import stop_cluster
 
-    console().print(stop_cluster(args.dir))
+    console().print(stop_cluster(_dir(args)))
     return 0

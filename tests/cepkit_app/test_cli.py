@@ -10,6 +10,8 @@ import pytest
 
 from cepkit_app.cli import main
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 
 def test_help_needs_no_spark():
     code = ("import sys; from cepkit_app.cli import build_parser; build_parser(); "
@@ -128,6 +130,11 @@ EMPTY_PATH_CASES = [
     (["pairs", "--set", "pairs.file_count=0", "--engine", "spark,flink", "--out", ""], "--out"),
     (["micro", "--set", "micro.file_count=0", "--suite", "filtering", "--out", ""], "--out"),
     (["compare", "{d}/ds", "{d}/ds", "--out", ""], "--out"),
+    (["config", "show", "-c", ""], "--config"),
+    (["datagen", "pairs", "--config", ""], "--config"),
+    (["cluster", "status", "--dir", ""], "--dir"),
+    (["cluster", "stop", "--dir", ""], "--dir"),
+    (["cluster", "start", "--dir", ""], "--dir"),
 ]
 
 

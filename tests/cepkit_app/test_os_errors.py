@@ -24,6 +24,8 @@ from kit.atomic import TERMINATION_SIGNALS
 from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, run_cli
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 SUITE = specs_dir() / "suites" / "filtering-quick.xml"
 WORKLOAD = "filtering-selectivity-5pct"
 

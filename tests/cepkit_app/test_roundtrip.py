@@ -29,6 +29,8 @@ from kit.engines import ENGINE_NAMES
 from kit.scale import MAX_STRATEGIES_PER_PAIR, markets_for, pair_capacity
 from tests.fuzz import fuzz_settings, run_cli, slow_settings
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 # Few examples by default: each runs four to six commands (a translation is ~0.2 s).
 ROUNDTRIP_EXAMPLES = 8
 default_settings = settings(fuzz_settings, max_examples=ROUNDTRIP_EXAMPLES)

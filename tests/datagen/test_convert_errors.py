@@ -13,6 +13,8 @@ from datagen.convert import ConvertSpec, convert_csv
 from kit.errors import CepkitError
 from tests.datagen.convert_helpers import write
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 
 # --- bad input: one line with file:line and field, nothing left behind ----------------------
 

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings, tree_digest
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 # name -> (valid CSV, options, columns with the kind of value each holds)
 CASES = {
     "micro": ("ID,A1,A2,TS\n1,1.5,2,1000\n2,-2.5,3e2,1001\n3,0.25,4,1001\n4,1,.5,1005\n",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -20,6 +21,10 @@ def stand_in():
 
     def start(*words: str) -> subprocess.Popen:
         procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *words]))
+        # Until it has exec'd, a child's command line is still its parent's (slow on a loaded machine).
+        deadline = time.monotonic() + 30
+        while words[-1] not in " ".join(psutil.Process(procs[-1].pid).cmdline()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         return procs[-1]
 
     yield start

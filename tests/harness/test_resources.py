@@ -7,8 +7,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harness.resources import ResourceSampler
 from validator.outputlog import read_resources
+
+pytestmark = pytest.mark.alone      # it measures a busy child CPU share
 
 
 def test_resource_sampler_sums_a_process_tree_whose_children_appear_late(tmp_path):

@@ -17,6 +17,8 @@ from kit.atomic import (TERMINATION_SIGNALS, StagedDir, atomic_open, atomic_writ
                         remove_stale_partials, staging_prefix)
 from kit.errors import CepkitError
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 
 def listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))

@@ -8,6 +8,8 @@ from kit.config import Config, load_config, valid_keys
 from kit.errors import CepkitError
 from kit.shipped import specs_dir
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 
 def test_defaults_and_overrides():
     c = load_config(None, ["pairs.scale_factor=3", "pairs.rate.profile=adaptivity", "micro.format=csv",

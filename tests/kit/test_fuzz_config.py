@@ -27,6 +27,8 @@ from kit.config import Config, describe_keys, load_config, valid_keys
 from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 BASES = {
     "quick": (specs_dir() / "configs" / "quick.toml").read_text(),
     "standard": (specs_dir() / "configs" / "standard.toml").read_text(),

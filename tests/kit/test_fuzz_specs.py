@@ -25,6 +25,8 @@ from lxml import etree
 from kit.shipped import specs_dir
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 SUITES = {p.name: p.read_bytes() for p in sorted((specs_dir() / "suites").glob("*-quick.xml"))
           if p.name != "scalability-quick.xml"}       # 170 queries: slow to translate per example
 NUMBERS = ["nan", "NaN", "inf", "-inf", "INF", "1e999", "-1e999", "-1", "0", "0.0", "-0", "1e-400",

@@ -17,6 +17,8 @@ from kit.errors import CepkitError
 from kit.inputs import LIMITS, read_input_bytes, require_regular, size_text
 from tests.fuzz import run_capped
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 # Every reader of a document the kit reads by name, called on argv[1] in a child process; each
 # prints the one-line error (or "ok") so the parent can check it.
 READERS = {

@@ -17,6 +17,8 @@ from kit.workload import (AVAILABLE_FUNDS_CENTS, BANDS_MULTIPLIERS, NUM_PERIODS,
 from kit.workload.aux import aux_document, aux_from_document
 from querygen.strategies import assign_pairs, generate_strategies, strategies_for
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 
 def aux_for(sf: int, **changes):
     return aux_from_document(aux_document(pairs_aux(make_plan(PairsConfig(scale_factor=sf, **changes)))))

@@ -220,6 +220,7 @@ def test_listing_is_capped_but_counts_are_complete():
     assert r.incorrect["inputTickTS"].tolist() == [T0 + i for i in range(7)]
 
 
+@pytest.mark.alone      # timed
 def test_millions_of_rows_in_seconds():
     n = 1_500_000
     rng = np.random.default_rng(3)

@@ -29,6 +29,8 @@ from hypothesis import strategies as st
 from tests.fuzz import expect_user_error, fuzz_settings, run_cli, slow_settings, tree_digest
 from tests.helpers import JUNK, SCHEMAS, fresh_dir, validate_pairs_argv
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 W0 = 1_790_000_000_000
 # Properties whose cases often pass validation write a whole report (~0.4 s each): fewer cases.
 report_settings = settings(fuzz_settings, max_examples=min(8, fuzz_settings.max_examples))

@@ -18,6 +18,8 @@ from kit.records import INDICATOR, MARKET_ORDER
 from tests.fuzz import run_capped
 from validator.outputlog import read_output_log
 
+pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
+
 PAIRS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
 W0 = 1_790_000_000_000          # a wall-clock epoch ms in 2026
 T0 = 1_767_623_400_000

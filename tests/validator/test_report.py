@@ -3,6 +3,8 @@ Chromium (Debian's `chromium` package)."""
 
 from __future__ import annotations
 
+import dataclasses
+import html as html_lib
 import json
 import re
 import shutil
@@ -16,23 +18,28 @@ import pytest
 
 from scipy.stats import binom
 
+from datagen.convert import ConvertSpec, convert_csv
 from datagen.pairs import generate_pairs
 from cepkit_app.cli import main
 from kit.errors import CepkitError
 from kit.profiles import build_profile, profile_from_dict
 from kit.records import INDICATOR, MARKET_ORDER
-from kit.workload import load_aux
+from kit.manifest import read_manifest
+from kit.workload import load_aux, read_strategies
 from querygen.output import write_strategies
 from tests.helpers import pairs_config
 from tests.validator.test_validate_pairs import write_log
 from tests.validator.test_latency import BURST, burst_trace
 from validator.adaptivity import adaptivity_metrics
+from validator.company_names import company_names
 from validator.compare import compare_stream
 from validator.latency import per_second_counts, pscore_for_run, stream_latency
 from validator.outputlog import Clocks
+from validator.pairs_reference import StrategyParams
 from validator.pairs_run import PairsValidation, validate_pairs
 from validator.report import format_text_report
-from validator.report_page import ReportInputs, StrategyChart, pscore_lines_from_summary, write_report
+from validator.report_page import (STRATEGIES_SHOWN, ReportInputs, StrategyChart, pscore_lines_from_summary,
+                                   write_report)
 
 W0 = 1_790_000_000_000
 T0 = 1_767_623_400_000
@@ -345,3 +352,80 @@ def test_renders_in_headless_chromium(written, tmp_path):
     # The FAILED banner's pale red (#fee2e2) fills a good part of the top of the page.
     top = (img[:300, :, :3] * 255).round().astype(np.uint8).reshape(-1, 3)
     assert (np.all(top == (254, 226, 226), axis=1)).sum() > 20_000
+
+
+# -- company names beside generated symbols (validator/company_names.py, specs/VALIDATION.md "Report") ---------
+
+def _company_cells(html: str) -> list[str]:
+    return re.findall(r'<td class="company">([^<]*)</td>', html)
+
+
+def test_a_generated_datasets_report_names_the_companies_beside_the_symbols_and_nothing_else_changes(tmp_path):
+    data = tmp_path / "data"
+    generate_pairs(pairs_config(rate={"duration_s": 60.0}), data)
+    strategies = tmp_path / "strategies.xml"
+    write_strategies(load_aux(data), 42, strategies)
+    named = validate_pairs(PairsValidation(data, strategies, tmp_path / "named"))
+    html = named.report.read_text()
+    manifest = read_manifest(data)
+    spec = read_strategies(strategies)
+    names = company_names(manifest.doc["seed"], {s for st in spec.strategies for s in st.pair})
+    st = spec.strategies[0]
+    assert html_lib.unescape(html).count(
+        f"<td>{st.symbol1}</td><td class=\"company\">{names[st.symbol1]}</td>"
+        f"<td>{st.symbol2}</td><td class=\"company\">{names[st.symbol2]}</td>") == 1
+    assert len(_company_cells(html)) == 2 * len(spec.strategies) and "invented (faker)" in html
+    charted = next(s for s in spec.strategies if s.alias == named_chart(html))
+    assert f"{charted.symbol1} ({names[charted.symbol1]}) / {charted.symbol2} ({names[charted.symbol2]})" \
+        in html_lib.unescape(html)
+    # The same dataset read as if converted: no names, and byte for byte the same answers and summary.
+    as_converted = dataclasses.replace(manifest, doc={**manifest.doc, "generator": "convert"})
+    plain = validate_pairs(PairsValidation(data, strategies, tmp_path / "plain", manifest=as_converted))
+    plain_html = plain.report.read_text()
+    assert _company_cells(plain_html) == [] and "invented (faker)" not in plain_html
+    assert not any(n in html_lib.unescape(plain_html) for n in names.values())
+    for name in ("Indicator.parquet", "MarketOrder.parquet", "final-positions.csv"):
+        assert (tmp_path / "named" / "expected" / name).read_bytes() == \
+            (tmp_path / "plain" / "expected" / name).read_bytes()
+    summaries = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("named", "plain")]
+    for s in summaries:
+        s.pop("generated")
+    assert summaries[0] == summaries[1]
+    assert not any(n in json.dumps(summaries[0]) for n in names.values())
+
+
+def named_chart(html: str) -> str:
+    return re.search(r"<strong>Strategy (\S+?)[:.]", html).group(1)
+
+
+def test_a_converted_datasets_report_shows_its_symbols_without_invented_names(tmp_path):
+    rows = ["symbol,price,size,tickTS"]
+    rng = np.random.default_rng(5)
+    for i in range(3000):
+        rows.append(f"AAPL,{10_000 + int(rng.integers(-50, 50))},100,{T0 + i * 40}")
+        rows.append(f"MSFT,{20_000 + int(rng.integers(-50, 50))},100,{T0 + i * 40 + 20}")
+    (tmp_path / "ticks.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "corr.csv").write_text("symbol1,symbol2\nAAPL,MSFT\n")
+    data = tmp_path / "data"
+    convert_csv(ConvertSpec(tmp_path / "ticks.csv", kind="ticks", correlations=tmp_path / "corr.csv"), data)
+    strategies = tmp_path / "strategies.xml"
+    write_strategies(load_aux(data), 42, strategies)
+    html = validate_pairs(PairsValidation(data, strategies, tmp_path / "out")).report.read_text()
+    assert 'id="strategies"' in html and "<td>AAPL</td><td>MSFT</td>" in html
+    assert _company_cells(html) == [] and "invented (faker)" not in html
+    # Not even the names the strategies' seed or any seed would give.
+    for seed in (0, 42):
+        assert not any(n in html_lib.unescape(html) for n in company_names(seed, ["AAPL", "MSFT"]).values())
+
+
+def test_the_strategies_table_is_capped_and_keeps_the_charted_strategy(tmp_path):
+    ind, orders, eng_ind, eng_ord = synthetic_run()
+    many = tuple(StrategyParams(f"st_{i:05d}", f"S{i:04d}A", f"S{i:04d}B", 100_000, 60, 20, 2.0, 0.1)
+                 for i in range(2, 3000)) + (StrategyParams("st_00001", "QZKXVA", "QZKXVB", 100_000, 60, 20, 2.0, 0.1),)
+    html = write_report(report_inputs(ind, orders, eng_ind, eng_ord, strategies=many, names_seed=9),
+                        tmp_path / "r").read_text()
+    assert len(_company_cells(html)) == 2 * (STRATEGIES_SHOWN + 1) and "101 of 2,999 strategies listed" in html
+    names = company_names(9, ["QZKXVA", "QZKXVB"])
+    assert f"Strategy st_00001: QZKXVA ({names['QZKXVA']}) / QZKXVB ({names['QZKXVB']})" in html_lib.unescape(html)
+    with pytest.raises(CepkitError, match="names_seed"):
+        report_inputs(ind, orders, eng_ind, eng_ord, names_seed="9")
