@@ -307,33 +307,30 @@ def _pairs_docs(pairs_run) -> dict[str, dict]:
 
 
 def _check_pairs_numbers(pairs_run, tmp_path, data_) -> None:
-    docs = _pairs_docs(pairs_run)
-    name, edits = data_.draw(hostile_edit(docs))
-    root = fresh_dir(tmp_path)
-    ds, log = root / "ds", root / "log"
-    shutil.copytree(pairs_run["data"], ds)
-    shutil.copytree(pairs_run["log"], log)
-    doc = docs[name]
-    for path, value in edits:
-        _set(doc, path, value)
-    (log if name == "output-log.json" else ds).joinpath(name).write_text(json.dumps(doc))
-    _run_capped_verdict(validate_pairs_argv(ds, pairs_run["strategies"], root / "report", "--no-verify")
-                        + ["--log", str(log)], (name, edits))
+    _check_numbers(pairs_run, _pairs_docs(pairs_run), tmp_path, data_,
+                   lambda ds, log, report: validate_pairs_argv(ds, pairs_run["strategies"], report, "--no-verify")
+                   + ["--log", str(log)])
 
 
 def _check_micro_numbers(micro_run, tmp_path, data_) -> None:
     docs = {"output-log.json": _with_faults(json.loads((micro_run["log"] / "output-log.json").read_text())),
             "manifest.json": json.loads((micro_run["data"] / "manifest.json").read_text())}
+    _check_numbers(micro_run, docs, tmp_path, data_, _micro_argv)
+
+
+def _check_numbers(run, docs: dict[str, dict], tmp_path, data_, argv_of) -> None:
+    """One drawn hostile edit of one of `docs` (file name -> document), written into a copy of the
+    run's dataset or log, then `cepkit validate` (argv_of(dataset, log, report)) under the memory cap."""
     name, edits = data_.draw(hostile_edit(docs))
     root = fresh_dir(tmp_path)
     ds, log = root / "ds", root / "log"
-    shutil.copytree(micro_run["data"], ds)
-    shutil.copytree(micro_run["log"], log)
+    shutil.copytree(run["data"], ds)
+    shutil.copytree(run["log"], log)
     doc = docs[name]
     for path, value in edits:
         _set(doc, path, value)
     (log if name == "output-log.json" else ds).joinpath(name).write_text(json.dumps(doc))
-    _run_capped_verdict(_micro_argv(ds, log, root / "report"), (name, edits))
+    _run_capped_verdict(argv_of(ds, log, root / "report"), (name, edits))
 
 
 @capped_settings
