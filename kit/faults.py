@@ -1,8 +1,11 @@
 """Faults a run injects into the engine on purpose: what to kill and when.
 
 `kill-engine@40s` SIGKILLs the engine's driver JVM 40 s after the run starts (the driver's first
-release); the harness then restarts the program from its checkpoint. `kill-executor@40s` SIGKILLs
-one executor JVM of a cluster (the engine reruns its tasks). Times are seconds of wall clock from
+release) on either engine (Spark's driver JVM, Flink's JobManager JVM: the mini-cluster's, or the
+program's client JVM on a cluster); the harness then restarts the program from its checkpoint.
+`kill-executor@40s` SIGKILLs one executor JVM of a Spark cluster (Spark reruns its tasks);
+`kill-taskmanager@40s` one TaskManager JVM of a Flink cluster (Flink restores the job from its
+latest completed checkpoint). Times are seconds of wall clock from
 the run start, `s` optional. specs/ENGINE_RUN.md ("Faults") and specs/VALIDATION.md ("Recovery")
 say what happens and what is measured.
 """
@@ -15,7 +18,14 @@ from dataclasses import dataclass
 
 from kit.errors import CepkitError
 
-FAULT_KINDS = ("kill-engine", "kill-executor")
+FAULT_KINDS = ("kill-engine", "kill-executor", "kill-taskmanager")
+# What the output log may record besides injected faults: an engine program that died by itself
+# (or was killed from outside the harness) and was restarted by the harness's supervision.
+DEATH = "engine-died"
+LOGGED_KINDS = FAULT_KINDS + (DEATH,)
+# A Flink standalone cluster's master: its JobManager's REST address (`cepkit cluster start
+# --engine flink` prints it).
+FLINK_MASTER_PREFIX = "flink://"
 _SYNTAX = re.compile(r"(?P<kind>[a-z-]+)@(?P<at>[0-9]+(?:\.[0-9]+)?)s?")
 
 
@@ -56,3 +66,6 @@ def check_faults(faults: tuple[Fault, ...], master: str, launch: str) -> None:
         raise CepkitError('need launch = "harness" (the harness restarts the program it started)')
     if any(f.kind == "kill-executor" for f in faults) and not master.startswith("spark://"):
         raise CepkitError(f"kill-executor needs a cluster master (spark://HOST:PORT), not {master!r}")
+    if any(f.kind == "kill-taskmanager" for f in faults) and not master.startswith(FLINK_MASTER_PREFIX):
+        raise CepkitError(f"kill-taskmanager needs a Flink cluster master ({FLINK_MASTER_PREFIX}HOST:PORT), "
+                          f"not {master!r}")

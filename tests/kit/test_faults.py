@@ -18,7 +18,7 @@ def test_faults_parse_and_sort():
 @pytest.mark.parametrize("text, message", [
     ("kill-engine", "expected KIND@SECONDS"),
     ("kill-engine@-3s", "expected KIND@SECONDS"),
-    ("kill-everything@40s", "must be one of kill-engine, kill-executor"),
+    ("kill-everything@40s", "must be one of kill-engine, kill-executor, kill-taskmanager"),
     ("kill-engine@0s", "must be > 0"),
     ("kill-engine@1e9", "expected KIND@SECONDS"),
 ])
