@@ -40,6 +40,9 @@ from runtime_common.program_args import conf_pairs, host_port
 
 POLL_S = 0.2
 PROGRESS_S = 1.0
+# How often the program asks the JobManager for completed checkpoints, and for its metrics.
+CHECKPOINT_POLL_S = 1.0
+METRICS_S = 2.0
 # The periodic watermark generator's interval (ms): the end of a run waits this long twice.
 WATERMARK_INTERVAL_MS = 20
 # Flink settings every program gets (the program's own and the harness's --conf come after).
@@ -53,6 +56,10 @@ FLINK_CONF = {
     "pipeline.auto-watermark-interval": f"{WATERMARK_INTERVAL_MS} ms",
     "execution.checkpointing.interval": "10 s",
     "execution.checkpointing.mode": "EXACTLY_ONCE",
+    # A restarted program restores the newest checkpoint the harness heard of, which may be one
+    # behind the newest: keep a few, and keep them when the job is cancelled.
+    "execution.checkpointing.num-retained": "3",
+    "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
     "state.backend.type": "hashmap",
     "rest.bind-address": "127.0.0.1",
     "taskmanager.memory.process.size": "2g",
@@ -73,26 +80,35 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--source-partitions", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--max-rows-per-batch", type=int, default=65536, help="most events the feed reads at once")
     ap.add_argument("--py-files", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--restore", default=None, metavar="DIR",
+                    help="restore the job from this completed checkpoint (a chk-N directory) before it starts")
+    ap.add_argument("--attempt", type=int, default=1,
+                    help="which start of the program this is (1, 2 after a restart, ...): the sink epoch of its sends")
     return ap
 
 
 def parallelism_of(master: str) -> int:
-    """local[N] -> N, local[*] / local -> the machine's cores."""
+    """local[N] -> N, local[*] / local -> the machine's cores; flink://HOST:PORT (a Flink standalone
+    cluster's JobManager, flink_runtime/remote.py) -> the cluster's task slots, asked of its REST API."""
+    from flink_runtime.remote import cluster_slots, is_remote
+
+    if is_remote(master):
+        return cluster_slots(master)
     if master in ("local", "local[*]"):
         return os.cpu_count() or 1
     if master.startswith("local[") and master.endswith("]") and master[6:-1].isdigit() and int(master[6:-1]) > 0:
         return int(master[6:-1])
-    raise CepkitError(f"--master: the Flink runtime runs Flink's local mini-cluster: local[N] or local[*], "
-                      f"got {master!r}")
+    raise CepkitError(f"--master: the Flink runtime runs Flink's local mini-cluster (local[N] or local[*]) or "
+                      f"a Flink cluster (flink://HOST:PORT), got {master!r}")
 
 
 class FlinkJob:
     """What `build` gets: the environments, the feed and the outputs of one job."""
 
     def __init__(self, env, tables, driver: tuple[str, int], sink: tuple[str, int], parallelism: int,
-                 max_rows: int):
+                 max_rows: int, attempt: int = 1):
         self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
-        self.parallelism, self.max_rows = parallelism, max_rows
+        self.parallelism, self.max_rows, self.attempt = parallelism, max_rows, attempt
         self.client = DriverClient(*driver)
 
     def feed(self, transform=None, interval_ms: int | None = None):
@@ -112,7 +128,7 @@ class FlinkJob:
         types = logical_columns(table)
         schemas = {name: [(c, types[c]) for c in cols] for name, cols in streams.items()}
         (self.tables.to_data_stream(table)
-            .flat_map(RowEmitter(*self.sink, dict(streams), schemas), output_type=Types.INT())
+            .flat_map(RowEmitter(*self.sink, dict(streams), schemas, self.attempt), output_type=Types.INT())
             .name("cepkit sink: " + ", ".join(streams)))
 
 
@@ -121,16 +137,23 @@ def make_job(args, flink_conf: Mapping[str, str] | None):
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
-    parallelism = parallelism_of(args.master)
+    from flink_runtime.remote import (cluster_slots, is_remote, parallelism_setting, remote_environment,
+                                      remote_settings)
+
+    given = {**(flink_conf or {}), **conf_pairs(args.conf)}
+    remote = is_remote(args.master)
+    # On a cluster: `parallelism.default` if set, else every task slot it has; locally: local[N].
+    parallelism = (parallelism_setting(given) or cluster_slots(args.master)) if remote else parallelism_of(args.master)
     checkpoint = args.checkpoint if "://" in args.checkpoint else "file://" + os.path.abspath(args.checkpoint)
     conf = Configuration()
+    # The TaskManagers' Python workers run this interpreter too (a cluster on this machine).
     settings = {**FLINK_CONF, "execution.checkpointing.dir": checkpoint,
                 "execution.checkpointing.savepoint-dir": checkpoint.rstrip("/") + "/savepoints",
                 "python.executable": sys.executable, "python.client.executable": sys.executable,
-                **(flink_conf or {}), **conf_pairs(args.conf)}
+                **(remote_settings(args.master, args.py_files) if remote else {}), **given}
     for key, value in settings.items():
         conf.set_string(key, str(value))
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env = remote_environment(conf) if remote else StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     tables = StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())
     tables.get_config().set("table.local-time-zone", "UTC")
@@ -167,7 +190,53 @@ def _sink_rows(sink: tuple[str, int]) -> int:
         return int(client.stats()["total_rows"])
 
 
-def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints: str) -> int:
+class _Checkpoints:
+    """The job's completed checkpoints, followed through the JobManager's REST API: each is printed
+    as a `checkpoint` event (the harness restarts a dead program from the newest, and its sink
+    forgets the answers sent before it) and commits the feed's reads it covers: those the driver
+    answered before the checkpoint was triggered, since the job started or was last restored
+    (specs/DRIVER.md, `commit` by time)."""
+
+    def __init__(self, rest: str | None, job_id: str, driver: DriverClient, started_ms: int):
+        self.rest, self.job_id, self.driver, self.started_ms = rest, job_id, driver, started_ms
+        self.last_id: int | None = None
+        self.next_poll = 0.0
+        self.metrics = None
+        self.next_metrics = 0.0
+        if rest is not None:
+            try:
+                from flink_runtime.metrics import MetricsPoller
+            except ImportError:         # noqa: the metrics module is optional while it is written
+                MetricsPoller = None
+            if MetricsPoller is not None:
+                self.metrics = MetricsPoller(rest, job_id)
+
+    def poll(self, now: float) -> None:
+        if self.rest is None:
+            return
+        from flink_runtime.rest import RestError, latest_checkpoint
+
+        if now >= self.next_poll:
+            self.next_poll = now + CHECKPOINT_POLL_S
+            try:
+                done, restored_ms = latest_checkpoint(self.rest, self.job_id)
+            except RestError:
+                done = None             # asked again next time; a dead job is seen by _job_failed
+            if done is not None and done["id"] != self.last_id:
+                self.last_id = done["id"]
+                after = max(self.started_ms, restored_ms or 0)
+                committed = self.driver.commit_reads(done["trigger_ts_ms"], after)
+                emit("checkpoint", **done, committed=committed)
+        if self.metrics is not None and now >= self.next_metrics:
+            self.next_metrics = now + METRICS_S
+            try:
+                emit("flink_metrics", ts_ms=time.time_ns() // 1_000_000, **self.metrics.poll())
+            except Exception:  # noqa: BLE001 - metrics are a report, never a reason to fail the run
+                pass
+
+
+def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints: str,
+           checkpoints: _Checkpoints) -> int:
     """Follow the job until every event is through it (see the module doc); returns the exit code."""
     last_progress, polls = 0.0, 0
     while not stop.wait(POLL_S):
@@ -177,6 +246,7 @@ def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints
             return 1
         stats = driver.stats()
         now = time.monotonic()
+        checkpoints.poll(now)
         if now - last_progress >= PROGRESS_S:
             emit("progress", batch_id=polls, end_offset=stats["pulled"], duration_ms=0, input_rows=stats["pulled"])
             last_progress, polls = now, polls + 1
@@ -217,15 +287,21 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         return 2
 
     client = None
+    if args.restore:
+        # A restarted program: its job starts from the given checkpoint's state (the feed's offset
+        # included, flink_runtime/feed.py).
+        flink_conf = {**(flink_conf or {}), "execution.state-recovery.path": args.restore}
     try:
         env, tables, parallelism, settings = make_job(args, flink_conf)
-        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch)
+        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt)
         streams = build(job)
         if not isinstance(streams, Mapping) or not streams:
             raise CepkitError("build(job) must return the stream map {stream: [columns]}")
+        submitted_ms = time.time_ns() // 1_000_000
+        asked = job.client.stats()["offset_requests"]     # a restarted program's driver was asked before
         client = env.execute_async(app_name)
         # Started once the feed's puller has asked the driver for offsets: the job runs.
-        while job.client.stats()["offset_requests"] == 0:
+        while job.client.stats()["offset_requests"] == asked:
             failed = _job_failed(client)
             if failed:
                 raise CepkitError(failed)
@@ -235,10 +311,16 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
             raise _StopRequested()
         from pyflink.version import __version__ as flink_version
 
-        emit("started", flink_version=flink_version, engine="flink", query_id=str(client.get_job_id()),
-             run_id=str(client.get_job_id()), pid=os.getpid(), master=args.master, parallelism=parallelism,
+        from flink_runtime.rest import rest_url
+
+        job_id = str(client.get_job_id())
+        rest = rest_url(client)
+        emit("started", flink_version=flink_version, engine="flink", query_id=job_id, run_id=job_id,
+             pid=os.getpid(), master=args.master, parallelism=parallelism, rest_url=rest,
+             attempt=args.attempt, restored_from=args.restore,
              streams={k: list(v) for k, v in streams.items()})
-        return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"])
+        return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"],
+                      _Checkpoints(rest, job_id, job.client, submitted_ms))
     except _StopRequested:
         running.set()
         emit("stopped", batches=0, output_rows=0)

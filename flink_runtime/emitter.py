@@ -9,7 +9,10 @@ the Python queries compute a whole range's rows at once and send them with `Sink
 
 Batch ids: the sink writes each (stream, batch id) once. An emitter instance numbers its flushes
 and interleaves them with its parallel siblings' (`flush * parallelism + subtask`), so ids never
-collide across instances.
+collide across instances. Every send carries the sender's *epoch* (`sink_client`): the program's
+attempt and Flink's attempt of the task. A job restored from a checkpoint numbers its sends afresh
+in a new epoch, and sends again the answers of the events after that checkpoint: the sink drops
+those (harness/replay_filter.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ def arrow_schema(columns) -> pa.Schema:
     return pa.schema([pa.field(name, _ARROW[logical]) for name, logical in columns])
 
 
+def sink_client(host: str, port: int, attempt: int, runtime_context) -> SinkClient:
+    """A sink client whose sends carry this task's epoch: `<program attempt>.<task attempt>`."""
+    return SinkClient(host, int(port), epoch=f"{int(attempt)}.{runtime_context.get_attempt_number()}")
+
+
 def send_rows(sink: SinkClient, batch_id: int, rows_by_stream: dict, schemas: dict) -> int:
     """Send each stream's rows (lists of tuples in the stream's column order); rows sent."""
     sent = 0
@@ -60,13 +68,13 @@ class RowEmitter(FlatMapFunction):
     """The end of an output stream: rows with a `stream` field and the union of the streams'
     columns in; nothing out (each row goes to the harness sink)."""
 
-    def __init__(self, sink_host: str, sink_port: int, streams: dict, schemas: dict):
-        self.sink_host, self.sink_port = sink_host, int(sink_port)
+    def __init__(self, sink_host: str, sink_port: int, streams: dict, schemas: dict, attempt: int = 1):
+        self.sink_host, self.sink_port, self.attempt = sink_host, int(sink_port), int(attempt)
         self.streams = {name: list(cols) for name, cols in streams.items()}
         self.schema_columns = {name: list(cols) for name, cols in schemas.items()}   # (name, logical type)
 
     def open(self, runtime_context) -> None:
-        self.sink = SinkClient(self.sink_host, self.sink_port)
+        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context)
         self.schemas = {name: arrow_schema(cols) for name, cols in self.schema_columns.items()}
         self.index = runtime_context.get_index_of_this_subtask()
         self.parallelism = runtime_context.get_number_of_parallel_subtasks()

@@ -23,10 +23,9 @@ from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.functions import FlatMapFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
-from flink_runtime.emitter import arrow_schema
+from flink_runtime.emitter import arrow_schema, sink_client
 from flink_runtime.feed import event_fields
 from flink_runtime.tables import events_table
-from kit.wire.sink_client import SinkClient
 from runtime_common.micro_cores import CORES
 from runtime_common.micro_lookup import lookup_rows
 from runtime_common.micro_rows import output_rows, routed
@@ -69,11 +68,11 @@ class Explode(FlatMapFunction):
 class QueryFunction(KeyedProcessFunction):
     """The Python queries, one per key (see the module doc); rows straight to the harness sink."""
 
-    def __init__(self, queries: tuple, sink: tuple[str, int]):
-        self.queries, self.sink_address = queries, sink
+    def __init__(self, queries: tuple, sink: tuple[str, int], attempt: int = 1):
+        self.queries, self.sink_address, self.attempt = queries, sink, int(attempt)
 
     def open(self, runtime_context) -> None:
-        self.sink = SinkClient(*self.sink_address)
+        self.sink = sink_client(*self.sink_address, self.attempt, runtime_context)
         self.cores = {i: CORES[q["kind"]](q) for i, q in enumerate(self.queries) if q["kind"] in CORES}
         self.schemas = {i: arrow_schema(list(zip(q["fields"], q["types"])) + [("ingestTS", "long")])
                         for i, q in enumerate(self.queries)}
@@ -134,7 +133,7 @@ class MicroProgram:
             # Parallelism 1 up to the shuffle: the feed's order of ranges must reach each key as read.
             (chunks.filter(lambda c: c[0] != SQL_EVENTS).set_parallelism(1)
                 .key_by(lambda c: c[0], key_type=Types.INT())
-                .process(QueryFunction(python_queries, job.sink), output_type=Types.INT())
+                .process(QueryFunction(python_queries, job.sink, job.attempt), output_type=Types.INT())
                 .name("cepkit python queries: " + ", ".join(q["id"] for q in python_queries)))
             streams.update({q["id"]: [*q["fields"], "ingestTS"] for q in python_queries})
         if self.sql:

@@ -26,7 +26,7 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
-from kit.wire.sink_client import SinkClient
+from flink_runtime.emitter import sink_client
 from runtime_common.outputs import split_streams
 from runtime_common.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, PairsBucket
 from runtime_common.pairs_partials import Layout
@@ -80,8 +80,9 @@ class _FlinkStore:
 class BucketFunction(KeyedProcessFunction):
     """One bucket of strategies per key, over the feed's chunks (see the module doc)."""
 
-    def __init__(self, chunks: BucketChunks, sink_host: str, sink_port: int):
+    def __init__(self, chunks: BucketChunks, sink_host: str, sink_port: int, attempt: int = 1):
         self.chunks, self.sink_host, self.sink_port = chunks, sink_host, int(sink_port)
+        self.attempt = int(attempt)
 
     def open(self, runtime_context) -> None:
         layout = self.chunks.layout
@@ -89,7 +90,7 @@ class BucketFunction(KeyedProcessFunction):
         self.n_keys = len(layout.keys)
         self.store = _FlinkStore({name: runtime_context.get_state(ValueStateDescriptor(name, Types.PICKLED_BYTE_ARRAY()))
                                   for name in ("open", "books")})
-        self.sink = SinkClient(self.sink_host, self.sink_port)
+        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context)
 
     def close(self) -> None:
         self.sink.close()
@@ -132,6 +133,6 @@ class PairsProgram:
         sink_host, sink_port = job.sink
         (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())
-            .process(BucketFunction(chunks, sink_host, sink_port), output_type=Types.INT())
+            .process(BucketFunction(chunks, sink_host, sink_port, job.attempt), output_type=Types.INT())
             .name("cepkit pairs buckets"))
         return OUTPUT_STREAMS

@@ -50,18 +50,23 @@ def get_json(base_url: str, path: str, timeout_s: float = TIMEOUT_S) -> dict:
     return doc
 
 
-def latest_checkpoint(base_url: str, job_id: str) -> dict | None:
-    """The job's latest completed checkpoint: {id, trigger_ts_ms, completed_ts_ms, path, size,
-    duration_ms}, or None while there is none."""
+def latest_checkpoint(base_url: str, job_id: str) -> tuple[dict | None, int | None]:
+    """The job's latest completed checkpoint ({id, trigger_ts_ms, completed_ts_ms, path, size,
+    duration_ms}, or None while there is none) and when the job was last restored from one (epoch
+    ms; None: never)."""
     doc = get_json(base_url, f"/jobs/{job_id}/checkpoints")
-    done = ((doc.get("latest") or {}).get("completed")) or None
+    latest = doc.get("latest") or {}
+    restored = latest.get("restored") or {}
+    restored_ms = int(restored["restore_timestamp"]) if restored.get("restore_timestamp") else None
+    done = latest.get("completed") or None
     if not done:
-        return None
+        return None, restored_ms
     path = str(done.get("external_path") or "")
     if path.startswith("file:"):
         path = path[len("file:"):]
         while path.startswith("//"):
             path = path[1:]
-    return {"id": int(done["id"]), "trigger_ts_ms": int(done["trigger_timestamp"]),
-            "completed_ts_ms": int(done["latest_ack_timestamp"]), "path": path,
-            "size": int(done.get("checkpointed_size") or 0), "duration_ms": int(done.get("end_to_end_duration") or 0)}
+    return ({"id": int(done["id"]), "trigger_ts_ms": int(done["trigger_timestamp"]),
+             "completed_ts_ms": int(done["latest_ack_timestamp"]), "path": path,
+             "size": int(done.get("checkpointed_size") or 0),
+             "duration_ms": int(done.get("end_to_end_duration") or 0)}, restored_ms)

@@ -24,11 +24,16 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+from collections import deque
 
 import numpy as np
 import pyarrow as pa
 
 from kit.wire.protocol import BadRequestError, OffsetEvictedError
+
+# Reads remembered for commit_reads: a Flink puller reads ~100 times a second, so hours of reads
+# between two checkpoints would be needed to reach this.
+READ_LOG_MAX = 1_000_000
 
 
 class Chunk:
@@ -71,6 +76,9 @@ class ReleaseBuffer:
         self.released = 0
         self.pulled = 0
         self.committed: int | None = None  # the engine's last checkpointed end offset, once it says
+        # (wall ms, stop) of recent reads: an engine that learns of its checkpoints by time (Flink)
+        # commits "every read answered before the checkpoint's trigger" (commit_reads).
+        self._read_log: deque[tuple[int, int]] = deque(maxlen=READ_LOG_MAX)
         self.served_rows = 0             # counts re-reads too
         self.reads = 0
         self.retained_from = 0
@@ -98,6 +106,19 @@ class ReleaseBuffer:
         """The engine has checkpointed every event below `end`: it never reads below it again."""
         with self.cond:
             self.committed = max(self.committed or 0, min(int(end), self.released))
+
+    def commit_reads(self, after_ms: int, before_ms: int) -> int | None:
+        """Commit the end of the furthest read answered in [after_ms, before_ms): an engine whose
+        checkpoint was triggered at `before_ms` had processed those reads by then, and `after_ms`
+        (its job's start or last restore) leaves out reads of a job it was restored from. Returns
+        the committed offset."""
+        with self.cond:
+            ends = [stop for ms, stop in self._read_log if after_ms <= ms < before_ms]
+            if ends:
+                self.committed = max(self.committed or 0, min(max(ends), self.released))
+            while self._read_log and self._read_log[0][0] < before_ms:
+                self._read_log.popleft()
+            return self.committed
 
     def publish(self, released: int) -> None:
         with self.cond:
@@ -156,6 +177,7 @@ class ReleaseBuffer:
                 pos, k = hi, k + 1
             if stop <= start:
                 return start, []
+            self._read_log.append((now_ms, stop))
             if stop > self.pulled:
                 self.pulled = stop
                 self.cond.notify_all()      # pull pacing waits for reads

@@ -42,7 +42,7 @@ class EngineProcess:
     """The engine program's process tree and its stdout events. A restarted program (attempt 2,
     3, ...) appends to the same logs after a line saying so."""
 
-    def __init__(self, cmd: list[str], env: dict, cwd: Path, logs: Path, attempt: int = 1):
+    def __init__(self, cmd: list[str], env: dict, cwd: Path, logs: Path, attempt: int = 1, on_event=None):
         self.log_path = logs / "engine.log"
         self.attempt = attempt
         self._stderr = open(self.log_path, "a")
@@ -55,6 +55,7 @@ class EngineProcess:
                                      text=True, bufsize=1, start_new_session=True)
         self.pid = self.proc.pid
         self.events: dict[str, dict] = {}
+        self.on_event = on_event        # hears every event line, in the reader thread
         self.progress: dict | None = None
         self.peak_state_bytes: int | None = None
         self.peak_state_rows: int | None = None
@@ -84,6 +85,8 @@ class EngineProcess:
                     self.events[msg["event"]] = msg
                 if msg["event"] == "started":
                     self.started.set()
+                if self.on_event is not None:
+                    self.on_event(msg)
             else:
                 # Something else on stdout (the JVM shares it): kept, apart from the JSON lines.
                 other = other or open(self._other, "a")

@@ -5,9 +5,10 @@ process, holding its events), and the engine program (a generated PySpark progra
 process tree: Python, the JVM, Spark's Python workers). When the program prints `started` (its
 query waits for data) the driver begins releasing. Once a second the monitor samples the driver
 (backlog), the sink (outputs, latency) and the program's processes (CPU, memory), and calls
-`on_progress`. The run ends when the program finishes by itself, fails, falls behind for longer
-than the backlog limit allows (q^b: "unsustainable"), or does not catch up within
-`drain_timeout_s` after the last event was released. Subprocesses never outlive `run_engine`,
+`on_progress`. A program that dies (for any reason) is restarted from its checkpoint up to
+`max_restarts` times (harness/supervision.py). The run ends when the program finishes by itself,
+dies once too often, falls behind for longer than the backlog limit allows (q^b: "unsustainable"),
+or does not catch up within `drain_timeout_s` after the last event was released. Subprocesses never outlive `run_engine`,
 whatever happens (exceptions and Ctrl-C included).
 
 The harness process runs no JVM and imports no pyspark. specs/ENGINE_RUN.md describes the run
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.engine_process import EngineProcess, last_error_line
-from harness.fault_injection import EXIT_AFTER_KILL_S, FaultInjector, find_program
+from harness.fault_injection import FaultInjector, engine_jvm, find_program
 from harness.launch import checkpoint_location, program_args, program_env, runtime_zip
 from harness.runners import runner
 from harness.process import DriverProcess
@@ -30,6 +31,8 @@ from harness.run_finish import finish_run, write_json
 from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
 from harness.sink import SinkServer
+from harness.supervision import EXIT_AFTER_DEATH_S, JvmWatch, Restart, death_cause
+from kit.faults import DEATH
 from harness.versions import machine, versions
 from kit.atomic import atomic_write
 from kit.errors import CepkitError
@@ -64,7 +67,13 @@ class _Run:
         self.spec = spec
         self.on_progress = on_progress
         self.on_event = on_event
-        self.faults = FaultInjector(spec.faults)
+        self.engine = runner(spec.engine)
+        self.faults = FaultInjector(spec.faults, self.engine.ENGINE_JVM)
+        self.restarts: list[Restart] = []
+        self.jvm = JvmWatch()
+        self.jvm_gone_at: float | None = None
+        self.checkpoint_at = ""                   # the program's --checkpoint
+        self.heard_checkpoint: dict | None = None  # the newest `checkpoint` event (Flink)
         self.command: list[str] = []
         self.env: dict[str, str] = {}
         self.dirs = {name: spec.run_dir / name for name in ("outputs", "metrics", "logs", "checkpoint")}
@@ -96,13 +105,14 @@ class _Run:
         write_json(spec.run_dir / "machine.json", machine())
         write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, host=spec.driver.host,
-                               roll_rows=spec.roll_rows, streams=spec.output_schemas)
+                               roll_rows=spec.roll_rows, streams=spec.output_schemas,
+                               replay_filter=self.engine.REPLAYS_OUTPUTS)
         self.driver = DriverProcess(spec.driver)     # the feed runs in cepkit's own environment, not the engine's
         self.client = self.driver.client(host=_connect_host(spec.driver.host))
-        args = program_args(spec, self.driver.port, self.sink.port, checkpoint_location(spec, spec.run_dir),
-                            runtime_zip(spec))
+        self.checkpoint_at = checkpoint_location(spec, spec.run_dir)
+        args = program_args(spec, self.driver.port, self.sink.port, self.checkpoint_at, runtime_zip(spec))
         self.env = program_env(spec)
-        launch = runner(spec.engine).launch(spec, args, self.env)
+        launch = self.engine.launch(spec, args, self.env)
         script = spec.run_dir / launch.script_name
         atomic_write(script, launch.script)
         script.chmod(0o755)
@@ -122,14 +132,22 @@ class _Run:
         self.sampler.start()
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
 
-    def _launch(self, attempt: int) -> None:
-        self.program = EngineProcess(self.command, {**os.environ, **self.env}, self.spec.run_dir,
-                                     self.dirs["logs"], attempt)
+    def _launch(self, attempt: int, extra_args: list[str] = ()) -> None:
+        self.program = EngineProcess([*self.command, *extra_args], {**os.environ, **self.env}, self.spec.run_dir,
+                                     self.dirs["logs"], attempt, on_event=self._heard)
+        self.jvm = JvmWatch()
+        self.jvm_gone_at = None
         self.sampler.retarget(self.program.pid)
+
+    def _heard(self, msg: dict) -> None:
+        """An event line of the program (its reader thread): completed checkpoints reach the sink."""
+        if msg.get("event") == "checkpoint" and isinstance(msg.get("trigger_ts_ms"), int):
+            self.heard_checkpoint = msg
+            self.sink.checkpoint_completed(msg["trigger_ts_ms"])
 
     def _executors(self) -> list[int]:
         """The run's executor JVMs on this machine (a cluster's), sampled with the program."""
-        return runner(self.spec.engine).sampled_extra(self.spec, self._started_event()) if self.program else []
+        return self.engine.sampled_extra(self.spec, self._started_event()) if self.program else []
 
     def _started_event(self) -> dict:
         return self.program.events.get("started", {}) if self.program else {}
@@ -202,14 +220,15 @@ class _Run:
                 return
             if self.program is not None:
                 rc = self.program.poll()
-                if rc is not None and self.faults.awaiting_restart is not None:
-                    if not self._restart():
+                if rc is not None and not (rc == 0 and "finished" in self.program.events):
+                    if not self._restart(rc):      # a death: restarted, or the run ends here
                         return
                     over_since = None
                     continue
                 if rc is not None:
                     self._program_exited(rc)
                     return
+                self._watch_jvm()
             now = time.monotonic()
             if now < next_tick:
                 time.sleep(min(0.1, next_tick - now))
@@ -228,7 +247,7 @@ class _Run:
                 self._end("failed", f"driver: {stats['failed']}")
                 return
             limit = spec.backlog_limit_events
-            if limit is not None and stats["backlog"] > limit and self.faults.awaiting_restart is None:
+            if limit is not None and stats["backlog"] > limit and self.jvm_gone_at is None:
                 over_since = over_since if over_since is not None else now
                 if now - over_since >= spec.backlog_grace_s:
                     self._end("unsustainable", f"backlog {stats['backlog']} events > q^b = {limit} for "
@@ -255,8 +274,8 @@ class _Run:
                     return
 
     def _inject(self, elapsed_s: float) -> bool:
-        """Inject the faults now due; end a kill-engine's wait for the program's exit if it lags.
-        False when a fault could not be injected (the run ends: its figures would be wrong)."""
+        """Inject the faults now due. False when a fault could not be injected (the run ends: its
+        figures would be wrong)."""
         for fault in self.faults.due(elapsed_s):
             record = self.faults.inject(fault, self.program.alive_tree() if self.program else [],
                                         self._started_event().get("app_id"))
@@ -265,21 +284,72 @@ class _Run:
                 return False
             if self.on_event is not None:
                 self.on_event(f"fault {fault.text}: killed {record.target} (pid {record.pid})")
-        pending = self.faults.awaiting_restart
-        if pending is not None and self.program.poll() is None and now_ms() - pending.at_ms > EXIT_AFTER_KILL_S * 1000:
-            self.program.terminate(wait_s=5.0)
         return True
 
-    def _restart(self) -> bool:
-        """The program exited after its JVM was killed: start it again from its checkpoint."""
-        record = self.faults.awaiting_restart
+    def _watch_jvm(self) -> None:
+        """Notice the engine JVM vanishing under a living program; end a program that outlives its
+        JVM by EXIT_AFTER_DEATH_S (its death is then handled like any other)."""
+        if self.jvm.pid is None:
+            self.program.refresh_tree()
+            self.jvm.see(engine_jvm(self.program.alive_tree(), self.engine.ENGINE_JVM))
+            return
+        if self.jvm_gone_at is None:
+            if self.jvm.gone() is not None:
+                self.jvm_gone_at = time.monotonic()
+        elif time.monotonic() - self.jvm_gone_at > EXIT_AFTER_DEATH_S and self.program.poll() is None:
+            self.program.terminate(wait_s=5.0)
+
+    def _death(self, rc: int) -> Restart:
+        """The program's death, recorded with its cause; an injected kill counts as its cause."""
+        program = self.program
+        program._reader.join(timeout=5)     # its last lines (failed / stopped) are read
+        gone = self.jvm.gone()
+        kill = next((r for r in reversed(self.faults.records) if r.kind == "kill-engine" and r.at_ms is not None
+                     and r.restarted_ms is None and r.pid == self.jvm.pid), None)
+        error = last_error_line(program.log_path)
+        cause = death_cause(rc, program.events, gone, error)
+        if kill is not None:
+            cause = f"{kill.fault} (injected: SIGKILL of {kill.target}, pid {kill.pid}); {cause}"
+        if kill is not None:
+            died_ms = kill.at_ms
+        elif self.jvm_gone_at is not None:      # seen vanishing before the program ended
+            died_ms = now_ms() - int(1000 * (time.monotonic() - self.jvm_gone_at))
+        else:
+            died_ms = now_ms()
+        return Restart(program.attempt, died_ms, cause, rc, error, kill.fault if kill else None)
+
+    def _restart(self, rc: int) -> bool:
+        """The program died: record it and start it again from its checkpoint, unless it has died
+        `max_restarts` times already (then the run ends failed; its output is still validated)."""
+        death = self._death(rc)
+        self.restarts.append(death)
         self.program.reap()
-        self._launch(attempt=self.program.attempt + 1)
         if self.on_event is not None:
-            self.on_event(f"restarting the engine program from its checkpoint (attempt {self.program.attempt})")
-        if not self._wait_program_started():
+            self.on_event(f"engine program attempt {death.attempt} died: {death.cause}")
+        if self.driver.proc.poll() is not None:
+            death.outcome = "not restarted: the feed is gone"
+            self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
+                                "outputs so far are kept")
             return False
-        record.restarted_ms = self.program.events["started"]["harness_ts_ms"]
+        if len(self.restarts) > self.spec.max_restarts:
+            death.outcome = f"not restarted: run.max_restarts = {self.spec.max_restarts} used up"
+            self._end("failed", f"the engine program died {len(self.restarts)} times, more than run.max_restarts = "
+                                f"{self.spec.max_restarts} allows; last: {death.cause}")
+            return False
+        attempt = self.program.attempt + 1
+        extra, restored = self.engine.restart_args(self.checkpoint_at, attempt, self.heard_checkpoint)
+        death.restored_from = restored
+        self._launch(attempt, extra)
+        if self.on_event is not None:
+            self.on_event(f"restarting the engine program from {restored or 'its checkpoint'} (attempt {attempt})")
+        if not self._wait_program_started():
+            death.outcome = "the restarted program did not start"
+            return False
+        death.restarted_ms = self.program.events["started"]["harness_ts_ms"]
+        death.outcome = "restarted"
+        for record in self.faults.records:
+            if record.fault == death.fault and record.restarted_ms is None:
+                record.restarted_ms = death.restarted_ms
         return True
 
     def _report(self, stats: dict, rate: float, elapsed_s: float) -> None:
@@ -310,6 +380,17 @@ class _Run:
         else:
             self._end("failed", f"the engine program exited with code {rc} before finishing: "
                                 f"{last_error_line(program.log_path)}")
+
+    def log_faults(self) -> list[dict]:
+        """The output log's faults: every injected one, and every death the harness did not cause
+        (kind `engine-died`), so the validator measures the recovery from each."""
+        out = self.faults.log_entries()
+        run_start = self.clocks["run_start_wall_ms"] if self.clocks else None
+        for r in self.restarts:
+            if r.fault is None:
+                at = f"@{(r.died_ms - run_start) / 1000:.0f}s" if run_start is not None else ""
+                out.append({"fault": f"{DEATH}{at}", "kind": DEATH, "at_ms": r.died_ms})
+        return sorted(out, key=lambda e: e["at_ms"])
 
     def _end(self, status: str, message: str) -> None:
         self.status, self.message = status, message

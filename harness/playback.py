@@ -315,6 +315,9 @@ class Driver:
         if op == "stats":
             return {"ok": True, "stats": self.stats()}, None
         if op == "commit":
+            if "before_ms" in req:      # by time: the reads answered before a checkpoint's trigger
+                before, after = _req_int(req, "before_ms", None), _req_int(req, "after_ms", 0)
+                return {"ok": True, "committed": self.buffer.commit_reads(after, before)}, None
             end = _req_int(req, "end", None)
             if end < 0:
                 raise BadRequestError(f"commit: end must be >= 0, got {end}")

@@ -61,7 +61,7 @@ def _cleanup(run) -> None:
             errors.append(f"driver: {e}")
     if run.sink is not None:
         try:
-            run.output_log = run.sink.finish(run.clocks, faults=run.faults.log_entries())
+            run.output_log = run.sink.finish(run.clocks, faults=run.log_faults())
         except Exception as e:  # noqa: BLE001
             errors.append(f"sink: {e}")
     if errors and run.status == "completed":
@@ -81,7 +81,8 @@ def _result(run) -> EngineRunResult:
         mean_cpu_percent=_round(run.sampler.run_mean_cpu_percent if run.sampler else None),
         latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration,
         peak_state_bytes=run.program.peak_state_bytes if run.program else None,
-        peak_state_rows=run.program.peak_state_rows if run.program else None)
+        peak_state_rows=run.program.peak_state_rows if run.program else None,
+        restarts=tuple(r.to_dict() for r in run.restarts))
 
 def _write_run_json(run, result: EngineRunResult) -> None:
     stats = run.final_stats or run.last_stats or {}
@@ -102,9 +103,15 @@ def _write_run_json(run, result: EngineRunResult) -> None:
                       "samples": run.sampler.samples if run.sampler else 0,
                       "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
         "latency": run.sink.stats()["latency"] if run.sink else None,
+        # Re-sent batches the sink dropped by id, and a restored Flink job's replayed answers it
+        # dropped by content (harness/replay_filter.py).
+        "sink": {k: run.sink.stats()[k] for k in ("emits", "duplicates", "replayed_rows_dropped")} if run.sink
+        else None,
         "engine": {k: v for k, v in (program.events if program else {}).items()},
         "engine_exit_code": program.poll() if program else None,
         "engine_attempts": program.attempt if program else None,
         "faults": [r.to_dict() for r in run.faults.records],
+        "restarts": [r.to_dict() for r in run.restarts],
+        "max_restarts": run.spec.max_restarts,
     }
     write_json(run.spec.run_dir / "run.json", record)

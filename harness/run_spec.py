@@ -66,6 +66,7 @@ class EngineRunSpec:
     checkpoint_url: str = ""                   # "": in the run directory (launch.checkpoint_location)
     launch: str = "harness"                    # "external": you start engine/spark-submit.sh
     faults: tuple[Fault, ...] = ()             # kit/faults.py, in time order
+    max_restarts: int = 3                      # restarts of a dead program before the run fails
 
     @property
     def advertised(self) -> str:
@@ -123,8 +124,8 @@ class EngineRunSpec:
             check_faults(faults, self.master, self.launch)
         except CepkitError as e:
             raise _bad("faults", str(e)) from None
-        if faults and self.engine != "spark":
-            raise _bad("faults", f"injected faults kill Spark's JVMs; the {self.engine} engine has none to kill yet")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise _bad("max_restarts", f"must be an integer >= 0, got {self.max_restarts!r}")
         object.__setattr__(self, "faults", faults)
 
     def to_dict(self) -> dict:
@@ -178,6 +179,8 @@ class EngineRunResult:
     # (stateOperators.memoryUsedBytes) and of their state rows; None without stateful operators.
     peak_state_bytes: int | None = None
     peak_state_rows: int | None = None
+    # Every death of the engine program (harness/supervision.py Restart.to_dict()), in order.
+    restarts: tuple[dict, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

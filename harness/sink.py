@@ -36,6 +36,7 @@ from harness.server import FrameServer
 from kit.errors import CepkitError
 from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, KIND, LOG_NAME, SCHEMA_VERSION
 from kit.workload import INPUT_TS
+from harness.replay_filter import ReplayFilter
 
 SINK_OPS = ("emit", "stats")
 # Buffered rows reach the disk after at most this long (or at FLUSH_ROWS rows, whichever first).
@@ -100,7 +101,7 @@ class _Stream:
     schema: pa.Schema | None = None          # the data columns plus arrivalTS, batchId
     files: list[str] = field(default_factory=list)
     rows: int = 0
-    batches: set[int] = field(default_factory=set)
+    batches: set = field(default_factory=set)     # batch ids, or (epoch, batch id) from epoch-tagged emits
     pending: list[pa.Table] = field(default_factory=list)
     pending_rows: int = 0
     pending_since: float = 0.0
@@ -117,7 +118,8 @@ class SinkServer:
     """
 
     def __init__(self, out_dir: Path, fmt: str = "parquet", host: str = "127.0.0.1", port: int = 0,
-                 roll_rows: int = 1_000_000, streams: Mapping[str, pa.Schema] | None = None):
+                 roll_rows: int = 1_000_000, streams: Mapping[str, pa.Schema] | None = None,
+                 replay_filter: bool = False):
         if fmt not in FORMATS:
             raise CepkitError(f"sink: format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if isinstance(roll_rows, bool) or not isinstance(roll_rows, int) or roll_rows < 1:
@@ -137,6 +139,9 @@ class SinkServer:
         self._last_arrival_ms: int | None = None
         self._emits = 0
         self._duplicates = 0
+        # Engines whose restored jobs send answers again (Flink) get them dropped here
+        # (harness/replay_filter.py); Spark's re-run batches are caught by their batch ids.
+        self._replay = ReplayFilter((ARRIVAL_TS, BATCH_ID)) if replay_filter else None
         self._finished = False
         self._failed: str | None = None
         self._stop_flusher = threading.Event()
@@ -163,6 +168,9 @@ class SinkServer:
             raise BadRequestError(f"emit: stream must be a name of letters, digits, _ . - (got {name!r})")
         if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
             raise BadRequestError(f"emit: batch_id must be an integer >= 0, got {batch_id!r}")
+        epoch = req.get("epoch")
+        if epoch is not None and (not isinstance(epoch, str) or not 0 < len(epoch) <= 64):
+            raise BadRequestError(f"emit: epoch must be a string of 1 to 64 characters, got {epoch!r}")
         try:
             table = decode_table(body)
         except (pa.ArrowException, ValueError) as e:
@@ -186,10 +194,16 @@ class SinkServer:
                 raise SinkError(self._failed)
             st = self._streams.setdefault(name, _Stream(name))
             # Spark may run a batch again after a restart (foreachBatch is at least once), and a
-            # client resends after a lost answer: a (stream, batch) pair is written once.
-            if batch_id in st.batches:
+            # client resends after a lost answer: a (stream, batch) pair is written once. Batch
+            # ids of epoch-tagged emits count within their epoch (a restored Flink job numbers
+            # its sends afresh).
+            key = batch_id if epoch is None else (epoch, batch_id)
+            if key in st.batches:
                 self._duplicates += 1
                 return {"ok": True, "rows": 0, "duplicate": True}
+            if self._replay is not None and epoch is not None:
+                table = self._replay.admit(name, epoch, table, arrival_ms)
+                n = table.num_rows
             if st.schema is None:
                 st.schema = table.schema
             elif table.schema != st.schema:
@@ -209,7 +223,7 @@ class SinkServer:
                 self._last_arrival_ms = arrival_ms
                 if st.pending_rows >= FLUSH_ROWS:
                     self._flush(st)
-            st.batches.add(batch_id)
+            st.batches.add(key)
             self._emits += 1
         return {"ok": True, "rows": n}
 
@@ -290,8 +304,17 @@ class SinkServer:
         with self._lock:
             streams = {name: st.rows for name, st in self._streams.items()}
             return {"streams": streams, "total_rows": sum(streams.values()), "emits": self._emits,
-                    "duplicates": self._duplicates, "last_arrival_ms": self._last_arrival_ms,
+                    "duplicates": self._duplicates,
+                    "replayed_rows_dropped": self._replay.dropped if self._replay is not None else 0,
+                    "last_arrival_ms": self._last_arrival_ms,
                     "latency": self._latency.summary()}
+
+    def checkpoint_completed(self, trigger_ts_ms: int) -> None:
+        """The engine completed a checkpoint triggered at `trigger_ts_ms` (epoch ms): answers sent
+        before it are never replayed (harness/replay_filter.py)."""
+        if self._replay is not None:
+            with self._lock:
+                self._replay.checkpoint_completed(trigger_ts_ms)
 
     def finish(self, clocks: Mapping | None, faults: list[dict] = ()) -> Path | None:
         """Stop listening, write what is buffered, close the files and write output-log.json.

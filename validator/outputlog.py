@@ -29,7 +29,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
-from kit.faults import FAULT_KINDS
+from kit.faults import LOGGED_KINDS
 from kit.inputs import require_regular
 from kit.jsonfile import read_json_object
 from kit.outputlog import ARRIVAL_TS, BATCH_ID, FORMATS, INGEST_TS, KIND, LOG_NAME, PACINGS, SCHEMA_VERSION
@@ -225,8 +225,8 @@ def _faults(lpath: Path, meta: dict) -> tuple[LoggedFault, ...]:
     out = []
     for i, e in enumerate(entries):
         where = f"faults[{i}]"
-        if not isinstance(e, dict) or e.get("kind") not in FAULT_KINDS:
-            raise at(lpath, where, f"expected an object with kind one of {', '.join(FAULT_KINDS)}, got {e!r}")
+        if not isinstance(e, dict) or e.get("kind") not in LOGGED_KINDS:
+            raise at(lpath, where, f"expected an object with kind one of {', '.join(LOGGED_KINDS)}, got {e!r}")
         at_ms = e.get("at_ms")
         if isinstance(at_ms, bool) or not isinstance(at_ms, int) or at_ms < 0:
             raise at(lpath, f"{where}.at_ms", f"expected an epoch ms, got {at_ms!r}")

@@ -122,4 +122,4 @@ def run_one(args: argparse.Namespace) -> int:
     if outcome.report:
         con.print(f"report: {outcome.report}")
     con.print(f"run directory: {outcome.run_dir}")
-    return 0 if outcome.verdict == "PASSED" else 1
+    return 0 if outcome.verdict == "PASSED" and outcome.status == "completed" else 1

@@ -32,7 +32,8 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
         backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
         startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
         runtime_packages=ENGINES[r.engine].runtime_packages, advertised_host=r.advertised_host,
-        checkpoint_url=r.checkpoint_url, launch=r.launch, faults=parse_faults(r.faults))
+        checkpoint_url=r.checkpoint_url, launch=r.launch, faults=parse_faults(r.faults),
+        max_restarts=r.max_restarts)
 
 
 @dataclass(frozen=True)
@@ -42,3 +43,22 @@ class RunProgress:
     snapshot: object            # harness RunSnapshot
     phase: str
     duration_ms: int
+
+
+def validates(result) -> bool:
+    """Whether a run's output is validated: a completed run's, and a failed run's that put out an
+    output log (an engine that died once too often, a drain that timed out): answers it never gave
+    count as missing, so the verdict says how far it got. A run stopped as unsustainable is not: it
+    was stopped on purpose, mid-stream (specs/ENGINE_RUN.md, "Supervision")."""
+    if result.status == "completed":
+        return True
+    return result.status == "failed" and result.output_log is not None and Path(result.output_log).is_file()
+
+
+def restart_line(restart: dict) -> str:
+    """A death of the engine program (harness.supervision.Restart.to_dict()) in one line."""
+    if restart.get("restarted_ms"):
+        how = f"restarted from {restart['restored_from']}" if restart.get("restored_from") else "restarted"
+    else:
+        how = restart.get("outcome") or "not restarted"
+    return f"engine program attempt {restart['attempt']} died: {restart['cause']}; {how}"

@@ -28,7 +28,7 @@ from typing import Callable
 
 import psutil
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, restart_line, validates
 from cepkit_app.pipelines.micro_summary import WorkloadResult, write_report, write_summary
 from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sustainable_rate
 from datagen.micro import generate_micro
@@ -123,7 +123,9 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     # The sink's latency histogram covers every row; validation recomputes it from the log.
     verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", result.latency_p50_ms, result.latency_p99_ms, None
     stats = None
-    if result.status == "completed" and validate:     # partial output of a stopped run proves nothing
+    for r in result.restarts:
+        stage(f"{workload.name}: {restart_line(r)}")
+    if validates(result) and validate:     # not a run stopped as unsustainable (proves nothing)
         stage(f"{workload.name}: validate")
         outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs", profile)
         adaptivity = outcome.adaptivity.to_dict() if outcome.adaptivity else None

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, restart_line, validates
 from datagen.pairs import generate_pairs
 from harness.config import DriverConfig
 from harness.engine_run import run_engine
@@ -161,13 +161,17 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
                            mean_release_eps(cfg, manifest), say=stage)
     result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
-    if result.status != "completed":      # an unsustainable run's partial output proves nothing
-        return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result)
-    stage("validate: reference answers, comparison, latency, pscore")
+    restarts = tuple(restart_line(r) for r in result.restarts)
+    if not validates(result):      # a run stopped as unsustainable on purpose proves nothing
+        return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result,
+                               restarts)
+    stage("validate: reference answers, comparison, latency, pscore" +
+          (" (of what a failed run put out: answers it never gave count as missing)" if result.status == "failed"
+           else ""))
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
                                              req.chart_strategy, measure_ms(cfg), verify=False, manifest=dataset))
     return PairsRunOutcome(run, result.status, result.message, outcome.verdict, outcome.text, outcome.report,
-                           outcome.pscore, outcome.p99_ms, result, outcome.lines)
+                           outcome.pscore, outcome.p99_ms, result, restarts + tuple(outcome.lines))
 
 
 def _replay_text(cfg: Config, manifest: dict) -> str:

@@ -26,3 +26,15 @@ def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
     """The run's executor JVMs on this machine (a standalone cluster's), sampled with the program."""
     app_id = started.get("app_id")
     return [p.pid for p in executor_jvms(app_id)] if app_id and spec.master.startswith("spark://") else []
+
+
+# The program's JVM (the driver): what kill-engine kills and supervision watches.
+ENGINE_JVM = "org.apache.spark.deploy.SparkSubmit"
+# A re-run micro-batch keeps its batch id: the sink's batch ids catch it, no replay filter.
+REPLAYS_OUTPUTS = False
+
+
+def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -> tuple[list[str], str | None]:
+    """A restarted Spark program needs nothing more: its query recovers from the checkpoint
+    directory by itself."""
+    return [], "the query's checkpoint"

@@ -109,6 +109,7 @@ LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {
         "backlog_grace_s": (0.0, DAY_S, False),
         "startup_timeout_s": (0.0, DAY_S, True),
         "drain_timeout_s": (0.0, DAY_S, True),
+        "max_restarts": (0, 1000, False),
     },
 }
 

@@ -230,6 +230,10 @@ class RunConfig:
     launch: str = "harness"
     # Faults injected on purpose (kit/faults.py): "kill-engine@40s", "kill-executor@60s", ...
     faults: tuple[str, ...] = ()
+    # How often the harness restarts an engine program that died (for any reason: an injected
+    # kill, a crash, an OOM killer, a kill from outside) from its checkpoint before the run ends
+    # "failed" (specs/ENGINE_RUN.md, "Supervision").
+    max_restarts: int = 3
 
     def __post_init__(self) -> None:
         check_values(self)              # every number finite and within LIMITS["RunConfig"]

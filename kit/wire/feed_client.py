@@ -119,6 +119,12 @@ class DriverClient(FrameClient):
         for a restart)."""
         self._request({"op": "commit", "end": int(end)})
 
+    def commit_reads(self, before_ms: int, after_ms: int = 0) -> int | None:
+        """Tell the driver the engine has checkpointed every read it answered between `after_ms`
+        and `before_ms` (wall-clock epoch ms: a checkpoint's trigger, the job's start or last
+        restore); returns the committed offset (None: nothing committed yet)."""
+        return self._request({"op": "commit", "before_ms": int(before_ms), "after_ms": int(after_ms)})[0]["committed"]
+
     def begin(self, start_wall_ms: int | None = None) -> int:
         """Start a held run (no-op if it has begun); returns run_start_wall_ms."""
         req = {"op": "begin"}

@@ -26,10 +26,13 @@ class SinkClient(FrameClient):
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 60.0,
-                 reconnect_s: float = 10.0):
+                 reconnect_s: float = 10.0, epoch: str | None = None):
         if not port:
             raise SinkError("SinkClient: a port is required")
         self.host, self.port = host, int(port)
+        # An engine whose restored jobs send answers again (Flink) tags its sends with the
+        # sender's restart epoch: the sink drops the replayed answers (harness/replay_filter.py).
+        self.epoch = epoch
         self._conn = FrameConnection(host, port, peer="sink", unreachable=SinkError, timeout_s=timeout_s,
                                      reconnect_s=reconnect_s)
 
@@ -45,7 +48,10 @@ class SinkClient(FrameClient):
     def emit(self, stream: str, batch_id: int, table: pa.Table) -> int:
         """Send one stream's rows of one micro-batch; returns the rows the sink wrote."""
         body = encode_batches(table.schema, table.to_batches())
-        return self._request({"op": "emit", "stream": stream, "batch_id": int(batch_id)}, body)["rows"]
+        header = {"op": "emit", "stream": stream, "batch_id": int(batch_id)}
+        if self.epoch is not None:
+            header["epoch"] = self.epoch
+        return self._request(header, body)["rows"]
 
     def stats(self) -> dict:
         return self._request({"op": "stats"})["stats"]

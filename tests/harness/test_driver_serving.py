@@ -133,6 +133,30 @@ def test_events_from_the_committed_offset_stay_for_a_restart(ticks):
         assert c.stats()["committed"] == total
 
 
+def test_a_commit_by_time_covers_the_reads_answered_before_it_since_the_restore(ticks):
+    cfg = DriverConfig(ticks, speed=50.0, chunk_rows=1000, hold=True, **FAST)
+    with Driver(cfg) as drv, DriverClient(port=drv.port) as c:
+        c.begin()
+        assert drv.wait_finished(10)
+        total = drv.dataset.total_rows
+        assert c.commit_reads(before_ms=time.time_ns() // 1_000_000 + 10_000) is None    # nothing read yet
+        c.read(0, 100)
+        time.sleep(0.01)
+        trigger = time.time_ns() // 1_000_000
+        time.sleep(0.01)
+        c.read(100, 200)                                           # after the trigger: not covered
+        assert c.commit_reads(trigger) == 100
+        restored = time.time_ns() // 1_000_000
+        time.sleep(0.01)
+        c.read(50, 80)                                             # a restored job reads again from 50
+        time.sleep(0.01)
+        # Its checkpoint covers its own reads only, not the dead job's read up to 200.
+        assert c.commit_reads(time.time_ns() // 1_000_000, after_ms=restored) == 100
+        c.read(80, total)
+        time.sleep(0.01)
+        assert c.commit_reads(time.time_ns() // 1_000_000, after_ms=restored) == total == c.stats()["committed"]
+
+
 def test_stats_report_backlog_and_lateness(ticks):
     with Driver(DriverConfig(ticks, speed=50.0, **FAST)) as drv, DriverClient(port=drv.port) as c:
         assert drv.wait_finished(10)

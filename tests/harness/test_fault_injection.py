@@ -10,8 +10,12 @@ import time
 import psutil
 import pytest
 
-from harness.fault_injection import ENGINE_JVM, EXECUTOR_JVM, FaultInjector, executor_jvms, find_program
+from harness.fault_injection import EXECUTOR_JVM, FaultInjector, executor_jvms, find_program
+from harness.runners import runner
+from kit.engines import ENGINE_NAMES
 from kit.faults import parse_faults
+
+SPARK_JVM = runner("spark").ENGINE_JVM
 
 
 @pytest.fixture
@@ -33,18 +37,20 @@ def stand_in():
         p.wait()
 
 
-def test_kill_engine_kills_the_driver_jvm_of_the_program_at_its_time(stand_in):
-    other, jvm = stand_in("not-a-jvm"), stand_in(ENGINE_JVM, "pyspark-shell")
-    injector = FaultInjector(parse_faults(["kill-engine@5s"]))
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_kill_engine_kills_the_engine_jvm_of_the_program_at_its_time(stand_in, engine):
+    engine_class = runner(engine).ENGINE_JVM
+    other, jvm = stand_in("not-a-jvm"), stand_in(engine_class, "engine-shell")
+    injector = FaultInjector(parse_faults(["kill-engine@5s"]), engine_class)
     assert injector.due(4.9) == []
     (fault,) = injector.due(5.0)
     record = injector.inject(fault, [psutil.Process(other.pid), psutil.Process(jvm.pid)], None)
     assert jvm.wait(5) == -9 and other.poll() is None
     assert (record.pid, record.kind, record.restarted_ms) == (jvm.pid, "kill-engine", None)
-    assert injector.awaiting_restart is record and record.at_ms > 0
+    assert record.at_ms > 0 and record.target
     assert injector.log_entries() == [{"fault": "kill-engine@5s", "kind": "kill-engine", "at_ms": record.at_ms}]
     assert injector.due(100.0) == []            # each fault once
-    late = FaultInjector(parse_faults(["kill-engine@500s"]))
+    late = FaultInjector(parse_faults(["kill-engine@500s"]), engine_class)
     (never,) = late.close()
     assert never.at_ms is None and "not injected" in never.note and late.records == [never]
 
@@ -53,12 +59,11 @@ def test_kill_executor_picks_an_executor_of_the_run_and_a_missing_target_is_said
     mine = stand_in(EXECUTOR_JVM, "--app-id", "app-20261125-0001")
     theirs = stand_in(EXECUTOR_JVM, "--app-id", "app-20261125-0002")
     assert [p.pid for p in executor_jvms("app-20261125-0001")] == [mine.pid]
-    injector = FaultInjector(parse_faults(["kill-executor@1s", "kill-engine@2s"]))
+    injector = FaultInjector(parse_faults(["kill-executor@1s", "kill-engine@2s"]), SPARK_JVM)
     record = injector.inject(injector.due(1.0)[0], [], "app-20261125-0001")
     assert mine.wait(5) == -9 and theirs.poll() is None and record.pid == mine.pid
     missing = injector.inject(injector.due(2.0)[0], [psutil.Process(theirs.pid)], None)
     assert missing.at_ms is None and missing.note == "no target process found"
-    assert injector.awaiting_restart is None
 
 
 def test_an_engine_started_by_hand_is_found_by_its_program_path(stand_in, tmp_path):

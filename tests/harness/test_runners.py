@@ -40,8 +40,7 @@ def test_flink_runs_the_program_under_its_interpreter_with_flink_settings_only(t
 def test_flink_refuses_a_cluster_master_and_faults(tmp_path):
     with pytest.raises(CepkitError, match="local mini-cluster"):
         runner("flink").launch(_spec(tmp_path, engine="flink", master="spark://h:7077"), ARGS, {})
-    with pytest.raises(CepkitError, match="faults: injected faults kill Spark's JVMs"):
-        _spec(tmp_path, engine="flink", faults=parse_faults(("kill-engine@40s",)))
+    assert _spec(tmp_path, engine="flink", faults=parse_faults(("kill-engine@40s",))).faults[0].kind == "kill-engine"
 
 
 def test_spark_keeps_its_submit_script_and_the_old_name_still_means_spark(tmp_path):

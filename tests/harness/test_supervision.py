@@ -1,0 +1,77 @@
+"""Supervision without an engine: deaths explained, the engine JVM watched, the checkpoint a
+restarted Flink program restores (harness/supervision.py, harness/flink_restore.py, the runners)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from harness.flink_restore import local_dir, newest_checkpoint
+from harness.runners import runner
+from harness.supervision import JvmWatch, death_cause, exit_text
+from kit.engines import ENGINE_NAMES
+
+
+def test_exit_texts_and_causes():
+    assert exit_text(1) == "exit code 1" and exit_text(-9) == "killed by SIGKILL" and exit_text(None) == "still running"
+    cause = death_cause(1, {"failed": {"message": "Py4JNetworkError: Answer from Java side is empty"}},
+                        (4242, "java"), "ignored")
+    assert cause == ("its engine JVM (java, pid 4242) vanished; the program ended (exit code 1); it reported: "
+                     "Py4JNetworkError: Answer from Java side is empty")
+    assert death_cause(0, {"stopped": {}}, None, "") == \
+        "the program ended (exit code 0); it was stopped by a signal from outside the harness"
+    assert death_cause(-9, {}, None, "java.lang.OutOfMemoryError: Java heap space") == \
+        "the program ended (killed by SIGKILL); its log ends: java.lang.OutOfMemoryError: Java heap space"
+
+
+def test_the_jvm_watch_sees_a_vanished_jvm():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        watch = JvmWatch()
+        assert watch.gone() is None
+        watch.see(psutil.Process(proc.pid))
+        assert watch.gone() is None and watch.pid == proc.pid
+        proc.kill()
+        proc.wait()
+        assert watch.gone() == (proc.pid, watch.name)
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_every_runner_names_its_engine_jvm_and_its_restart(engine, tmp_path):
+    r = runner(engine)
+    assert r.ENGINE_JVM.startswith("org.apache.") and isinstance(r.REPLAYS_OUTPUTS, bool)
+    args, restored = r.restart_args(str(tmp_path / "checkpoint"), 2, None)
+    assert isinstance(args, list) and (restored is None or isinstance(restored, str))
+
+
+def _checkpoint(root, job, n, complete=True):
+    chk = root / job / f"chk-{n}"
+    chk.mkdir(parents=True)
+    if complete:
+        (chk / "_metadata").write_bytes(b"x")
+        time.sleep(0.01)
+    return chk
+
+
+def test_a_restarted_flink_program_restores_the_newest_complete_checkpoint(tmp_path):
+    root = tmp_path / "checkpoint"
+    assert newest_checkpoint(root, None) == (None, None)
+    assert runner("flink").restart_args(str(root), 2, None) == (["--attempt", "2"], None)
+    _checkpoint(root, "job1", 3)
+    newest = _checkpoint(root, "job1", 4)
+    _checkpoint(root, "job1", 5, complete=False)             # triggered, never completed
+    (root / "job1" / "shared").mkdir()
+    assert newest_checkpoint(root, None) == (newest, None)
+    heard = {"path": str(_checkpoint(root, "job2", 1)), "trigger_ts_ms": 123}
+    assert newest_checkpoint(root, heard) == (root / "job2" / "chk-1", 123)
+    # A heard-of checkpoint that is gone: the newest on disk.
+    assert newest_checkpoint(root, {"path": str(tmp_path / "gone"), "trigger_ts_ms": 1})[0] == root / "job2" / "chk-1"
+    args, restored = runner("flink").restart_args("file://" + str(root), 3, heard)
+    assert args == ["--attempt", "3", "--restore", heard["path"]] and restored == heard["path"]
+    assert local_dir("file:///a/b") == local_dir("/a/b")
