@@ -1,5 +1,6 @@
-"""Engines side by side (default Spark vs Flink): Pairs at a few scale factors and the first
-workload of each quick microbenchmark suite, every engine on the very same inputs.
+"""Engines side by side (default Spark vs Flink): Pairs at a few scale factors, the first workload
+of each quick microbenchmark suite at its fixed rate, and that workload's maximum sustainable
+throughput, every engine on the very same inputs.
 
 Pairs, quick profile, for each SF of --sfs: the first engine's run generates the dataset and the
 strategies, every other engine replays those very files (as `cepkit pairs --engine spark,flink`
@@ -9,13 +10,22 @@ cepkit_app.pipelines.micro.run_micro_suite at the workload's fixed rate, validat
 generated from the same seed for every engine; a J3 workload gets its private PostgreSQL from the
 pipeline). After each SF and each workload the side-by-side page of its runs is written
 (validator.compare_page.write_comparison: POINT/compare/compare.html) and its path printed.
+Sustainable throughput: the first workload of each quick suite of --search-suites (default: those
+of --suites), on each engine, through the search of `cepkit micro --sustainable`
+(cepkit_app/pipelines/sustainable.py; shared with benchmarks/sustainable_compare.py): steps of
+--search-step-seconds, at most --search-max-steps runs, from --search-start-rate per stream, each
+validated; the rate is given over all the workload's streams, marked when the confirmation did not
+hold or no rate tried failed (then it is a lower bound). --skip-sustainable leaves it out.
 
     RUNS/pairs-sf<SF>/<engine>/          a `cepkit pairs` run directory per engine
     RUNS/micro-<workload>/<engine>/      a `cepkit micro` run directory (one workload) per engine
+    RUNS/sustainable-<workload>/<engine>/  a `cepkit micro --sustainable` run directory per engine
     RUNS/<point>/compare/                the side-by-side page of the point's runs
     RUNS/engine_compare.jsonl            one JSON object per (engine, point), appended as each ends
-    RUNS/engine_compare.md, .png         the two closing tables (SF or workload rows, engine
-                                         columns) and a chart of the p99s
+    RUNS/engine_compare.md, .png         the closing tables (SF or workload rows, engine columns;
+                                         last the summary: each engine's highest Pairs SF with a
+                                         MarketOrder p99 under 1 s and its sustainable rates) and
+                                         a chart of the p99s
 
 Every run is validated; each p99 comes with the number of orders (Pairs) or latencies (micro)
 behind it and its 95 % interval; mean CPU is in % of one core, peak RSS that of the engine's
@@ -28,7 +38,12 @@ JVM or test run skews every figure severalfold. The full comparison, as the clos
     .venv/bin/python benchmarks/engine_compare.py --runs runs/engine-compare
 
 (defaults: --engines spark,flink --sfs 1,4,11 --suites all --master 'local[2]'; the closing
-table's notes give the version, the command and the minutes it took).
+table's notes give the version, the command and the minutes it took). The searches take the
+longest: each step is a whole run (~40-70 s at 20 s a step), so 7 suites x 2 engines x at most 6
+steps is up to ~1.5 hours on top of the rest; a short try:
+
+    .venv/bin/python benchmarks/engine_compare.py --engines flink --sfs 1 --suites filtering \\
+        --search-max-steps 2 --search-step-seconds 5 --runs /tmp/engine-compare-try
 """
 
 from __future__ import annotations
@@ -46,6 +61,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from benchmarks_common import checkout_version
+from sustainable_compare import (add_search_options, confirmed_cell, failing_cell, run_search, search_config,
+                                 sustainable_cell)
 from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
 from kit.atomic import atomic_write, check_parent
@@ -60,6 +77,7 @@ from validator.micro_report import p99_cell
 from validator.order_stats import interval_text
 
 DEFAULT_SFS = "1,4,11"
+UNDER_MS = 1000.0       # the summary's Pairs latency bound: the highest SF with a MarketOrder p99 below it
 
 
 # -- points: one (engine, SF) or (engine, workload) run as a JSON-able dict ---------------------
@@ -154,6 +172,47 @@ MICRO_MEASURES = (("verdict", _outcome),
                   ("latencies", lambda p: _fmt(p.get("latency_count"), ",")),
                   ("p50 ms", lambda p: _fmt(p.get("p50_ms"), ",")),
                   ("p99 ms (95 % CI)", lambda p: _p99(p, "latency_count")), *COMMON)
+SEARCH_MEASURES = (("sustainable ev/s (all streams)", sustainable_cell),
+                   ("confirmed", confirmed_cell),
+                   ("steps", lambda p: _fmt(p.get("steps") if p.get("status") == "completed" else None, ",")),
+                   ("lowest failing ev/s", failing_cell),
+                   ("wall (min)", lambda p: _fmt(None if p.get("wall_s") is None else p["wall_s"] / 60, ",.1f")))
+
+
+def highest_sf_under(points: list[dict], engine: str, limit_ms: float = UNDER_MS) -> str:
+    """`engine`'s highest Pairs SF whose run completed, PASSED and had a MarketOrder p99 under
+    `limit_ms`, from the Pairs points at the SFs it ran: "above the largest tried" when every SF
+    is under it; "–" when it ran no Pairs. SFs without a valid p99 are named (no figure there)."""
+    mine = [p for p in points if p["bench"] == "pairs" and p["engine"] == engine]
+    if not mine:
+        return "–"
+    valid = lambda p: (p.get("status") == "completed" and p.get("verdict") == "PASSED"  # noqa: E731
+                       and p.get("p99_ms") is not None)
+    under = sorted(p["sf"] for p in mine if valid(p) and p["p99_ms"] < limit_ms)
+    largest = max(p["sf"] for p in mine)
+    missing = sorted({p["sf"] for p in mine if not valid(p)})
+    bound = f"{limit_ms / 1000:g} s"
+    if under and len(under) == len(mine):
+        return f"above the largest tried (every SF under {bound}, up to SF {largest})"
+    text = f"SF {under[-1]}" if under else f"none (no SF tried had a valid p99 under {bound})"
+    if missing:
+        text += f"; no valid p99 at SF {', '.join(map(str, missing))}"
+    return text
+
+
+def summary_rows(points: list[dict], engines: list[str]) -> list[list[str]]:
+    """The closing summary: each engine's highest Pairs SF with a MarketOrder p99 under 1 s, then
+    the sustainable rate of each searched workload."""
+    rows = []
+    if any(p["bench"] == "pairs" for p in points):
+        rows.append([f"highest Pairs SF with MarketOrder p99 < {UNDER_MS / 1000:g} s",
+                     *(highest_sf_under(points, e) for e in engines)])
+    searched = [p for p in points if p["bench"] == "sustainable"]
+    for name in dict.fromkeys(p["workload"] for p in searched):
+        mine = {p["engine"]: p for p in searched if p["workload"] == name}
+        rows.append([f"sustainable ev/s: {name}",
+                     *(sustainable_cell(mine[e]) if e in mine else "–" for e in engines)])
+    return rows
 
 
 def side_by_side(points: list[dict], key: str, engines: list[str], measures) -> list[list[str]]:
@@ -176,24 +235,33 @@ def table_text(head: list[str], rows: list[list[str]]) -> str:
 
 
 def point_name(p: dict) -> str:
-    return f"Pairs SF {p['sf']}" if p["bench"] == "pairs" else p["workload"]
+    if p["bench"] == "pairs":
+        return f"Pairs SF {p['sf']}"
+    return f"{p['workload']} (sustainable throughput)" if p["bench"] == "sustainable" else p["workload"]
 
 
 def tables(points: list[dict], engines: list[str]) -> str:
-    """The Pairs and micro tables of `points`, then a line per point that did not complete."""
+    """The Pairs, micro and sustainable-throughput tables of `points`, a line per point that did
+    not complete, and the summary table."""
     parts = []
     pairs = [p for p in points if p["bench"] == "pairs"]
     micro = [p for p in points if p["bench"] == "micro"]
+    searched = [p for p in points if p["bench"] == "sustainable"]
     if pairs:
         parts.append("## Pairs, quick profile\n\n" + table_text(["SF", "", *engines],
                                                             side_by_side(pairs, "sf", engines, PAIRS_MEASURES)))
     if micro:
         parts.append("## Microbenchmarks, first workload of each quick suite, fixed rate\n\n" + table_text(
             ["workload", "", *engines], side_by_side(micro, "workload", engines, MICRO_MEASURES)))
+    if searched:
+        parts.append("## Maximum sustainable throughput, first workload of each quick suite\n\n" + table_text(
+            ["workload", "", *engines], side_by_side(searched, "workload", engines, SEARCH_MEASURES)))
     odd = [f"- {point_name(p)} on {p['engine']}: {p['status']}{': ' + p['message'] if p.get('message') else ''}"
            for p in points if p.get("status") != "completed"]
     if odd:
         parts.append("## Not completed\n\n" + "\n".join(odd))
+    if summary := summary_rows(points, engines):
+        parts.append("## Summary\n\n" + table_text(["", *engines], summary))
     return "\n\n".join(parts)
 
 
@@ -255,6 +323,10 @@ class Recorder:
         self.points.append(point)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(point, default=str) + "\n")
+        if point["bench"] == "sustainable":
+            print(f"  {point_name(point)} on {point['engine']}: {sustainable_cell(point)} ev/s, "
+                  f"confirmed {confirmed_cell(point)}, {point.get('steps', '–')} steps", file=sys.stderr, flush=True)
+            return
         p99 = _p99(point, "orders" if point["bench"] == "pairs" else "latency_count")
         print(f"  {point_name(point)} on {point['engine']}: {_outcome(point)}, p99 {p99} ms"
               + (f", pscore {_pscore(point)}" if point["bench"] == "pairs" else ""), file=sys.stderr, flush=True)
@@ -320,13 +392,35 @@ def run_micro(args, engines: list[str], suites: list[str], runs: Path, rec: Reco
         compare(dirs, point_dir / "compare")
 
 
+def run_sustainable(args, engines: list[str], suites: list[str], runs: Path, rec: Recorder, search) -> None:
+    for name in suites:
+        workload = read_suite(suite_path(name, quick=True)).workloads[0]
+        for engine in engines:
+            print(f"== {workload.name} on {engine}: sustainable-throughput search", file=sys.stderr, flush=True)
+            rec.add(run_search(engine, name, workload, search, runs / f"sustainable-{workload.name}" / engine,
+                               args.overrides, args.master))
+
+
+def parse_suites(text: str, option: str) -> list[str]:
+    suites = [s.strip() for s in text.split(",") if s.strip()]
+    if bad := [s for s in suites if s not in SUITE_NAMES]:
+        raise CepkitError(f"{option}: unknown suite(s) {', '.join(bad)} (valid: {', '.join(SUITE_NAMES)})")
+    return suites
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engines", default="spark,flink", help="engines to compare, in column order (spark,flink)")
     ap.add_argument("--sfs", default=DEFAULT_SFS, help=f"Pairs scale factors (default {DEFAULT_SFS})")
     ap.add_argument("--suites", default=",".join(SUITE_NAMES), help="quick suites whose first workload runs (all)")
     ap.add_argument("--skip-pairs", action="store_true", help="no Pairs runs")
-    ap.add_argument("--skip-micro", action="store_true", help="no microbenchmark runs")
+    ap.add_argument("--skip-micro", action="store_true", help="no microbenchmark runs at the fixed rate")
+    ap.add_argument("--skip-sustainable", action="store_true", help="no sustainable-throughput searches")
+    ap.add_argument("--search-suites", default=None,
+                    help="quick suites whose first workload's sustainable throughput is searched (default: --suites)")
+    ap.add_argument("--search-start-rate", type=float, default=4000.0, metavar="EPS",
+                    help="the search's first rate, events/s per stream (4000)")
+    add_search_options(ap, prefix="search-", max_steps=6)
     ap.add_argument("--master", default="local[2]", help="run.master of every run (local[2])")
     ap.add_argument("--runs", default=None, help="directory for everything (must not exist; default "
                                                  "runs/engine-compare-DATE-TIME)")
@@ -336,9 +430,11 @@ def main() -> int:
     try:
         engines = list(engine_list(args.engines))
         sfs = [int(x) for x in args.sfs.split(",") if x.strip()]
-        suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-        if bad := [s for s in suites if s not in SUITE_NAMES]:
-            raise CepkitError(f"--suites: unknown suite(s) {', '.join(bad)} (valid: {', '.join(SUITE_NAMES)})")
+        suites = parse_suites(args.suites, "--suites")
+        search_suites = suites if args.search_suites is None else parse_suites(args.search_suites, "--search-suites")
+        if not args.search_start_rate > 0:
+            raise CepkitError(f"--search-start-rate: must be > 0, got {args.search_start_rate:g}")
+        search = search_config(args, args.search_start_rate)
         for e in engines:           # a bad --set or SF is one line now, not after an hour of runs
             for sf in sfs or [1]:
                 load_config(None, args.overrides, {"pairs.rate.quick": True, "pairs.scale_factor": sf,
@@ -359,6 +455,8 @@ def main() -> int:
             run_pairs(args, engines, sfs, runs, rec)
         if not args.skip_micro:
             run_micro(args, engines, suites, runs, rec)
+        if not args.skip_sustainable:
+            run_sustainable(args, engines, search_suites, runs, rec, search)
     except KeyboardInterrupt:
         print("interrupted: the tables of what finished follow", file=sys.stderr)
         code = 130

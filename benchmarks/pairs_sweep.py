@@ -1,5 +1,13 @@
-"""Pairs scalability sweep on PySpark: quick-profile runs at rising scale factors for each plan,
-written up as a page with the table and charts (validator/sweep_page.py).
+"""Pairs scalability sweep on Spark (default) or Flink (--engine flink): quick runs at rising SFs.
+
+On one engine, quick-profile runs at rising scale factors for each plan, written up as a page with
+the table and charts (validator/sweep_page.py).
+
+Plans (--plans, default: every plan the engine's translator takes, PLANS_BY_ENGINE): on Spark
+keyed, shared and per-strategy; the Flink translator takes the same three (flink_runtime/pairs.py:
+keyed = buckets over the parallel instances, shared = one bucket, per-strategy = one bucket per
+strategy's pair), so `--engine flink --plans keyed` sweeps Flink's default plan alone. On Flink the
+series is named "PLAN (flink)", the run directories "sfSF-PLAN-flink"; Spark's keep their names.
 
 For each plan the runs go through --sfs in order (by default 1, 2, 4, then Table A.1's market
 boundaries 10 and 11, then doubling to 512, with 384 between 256 and 512) until a run's MarketOrder
@@ -7,16 +15,18 @@ p99 passes --stop-ms, the run is stopped as unsustainable (backlog above q^b), i
 list ends. Each run is a full `cepkit pairs` pipeline (fresh data and strategies, program, run,
 validation) in its own directory under --runs. After every run the sweep rewrites
 RUNS/points.jsonl (one line a run, so an interrupted sweep keeps what it measured),
-RUNS/sweep.html (+ sweep.json, figures/) and prints the table so far.
+RUNS/sweep.html (+ sweep.json, figures/) and prints the table so far; the page's title, its
+notes and the table's engine column name the engine. Each point records its SF, the MarketOrder
+p99 with the number of orders behind it (n) and its 95 % interval, pscore, mean cores, peak RSS.
 
 --include FILE[=LABEL] adds the points of another sweep (its points.jsonl, or the JSON lines an
 older version of this script printed) as series LABEL, e.g. a sweep run on an older checkout of
 the kit: `--include runs/sweep-old/points.jsonl="shared (landed 032e424)"`.
 
-    .venv/bin/python benchmarks/pairs_sweep.py [--plans keyed,shared,per-strategy] [--sfs 1,2,4,...]
-           [--runs runs/sweep] [--per-strategy-limit 25] [--include FILE=LABEL] [--set KEY=VALUE ...]
+    .venv/bin/python benchmarks/pairs_sweep.py [--engine spark|flink] [--plans keyed,shared,per-strategy]
+           [--sfs 1,2,4,...] [--runs runs/sweep] [--per-strategy-limit 25] [--include FILE=LABEL] [--set KEY=VALUE ...]
 
-Run it alone on the machine: on 2 cores another Spark job or test run skews every figure.
+Run it alone on the machine: on 2 cores another engine job or test run skews every figure.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ import numpy as np
 from benchmarks_common import checkout_version
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
 from kit.atomic import atomic_write
-from kit.config import load_config
+from kit.config import PLANS, load_config
+from kit.engines import engine_name
 from kit.errors import CepkitError
 from kit.jsonfile import read_json_object
 from kit.manifest import load_manifest
@@ -46,6 +57,42 @@ from validator.sweep_page import SweepPoint, write_sweep_page
 
 DEFAULT_SFS = "1,2,4,10,11,16,32,64,128,256,384,512"
 STOP_MS = 2000.0
+# The Pairs plans each engine's translator takes (translators/request.py checks kit.config.PLANS
+# for every engine; flink_runtime/pairs.py runs all three). A sweep's default is all of them.
+PLANS_BY_ENGINE = {"spark": PLANS, "flink": PLANS}
+ENGINE_TITLES = {"spark": "Spark", "flink": "Flink"}
+
+
+def series_name(plan: str, engine: str) -> str:
+    """The sweep's series of a plan: the plan itself on Spark (as before), "PLAN (ENGINE)" elsewhere."""
+    return plan if engine == "spark" else f"{plan} ({engine})"
+
+
+def run_name(sf: int, plan: str, engine: str) -> str:
+    return f"sf{sf}-{plan}" if engine == "spark" else f"sf{sf}-{plan}-{engine}"
+
+
+def parse_plans(text: str, engine: str) -> list[str]:
+    """--plans for `engine` (None: all its plans), in the order given; CepkitError for a plan it lacks."""
+    known = PLANS_BY_ENGINE.get(engine, PLANS)
+    plans = list(dict.fromkeys(p.strip() for p in (text or ",".join(known)).split(",") if p.strip()))
+    if bad := [p for p in plans if p not in known]:
+        raise CepkitError(f"--plans: {', '.join(bad)}: not a Pairs plan of {engine} (it has {', '.join(known)})")
+    if not plans:
+        raise CepkitError("--plans: name at least one plan")
+    return plans
+
+
+def sweep_title(rows: list[dict]) -> str:
+    """The page's title, naming the engines of its points (an included older sweep's are Spark's)."""
+    engines = dict.fromkeys(ENGINE_TITLES.get(r.get("engine", "spark"), r.get("engine")) for r in rows)
+    return "Pairs scalability sweep on " + (" and ".join(engines) or "Spark")
+
+
+def stops(row: dict, stop_ms: float) -> bool:
+    """A plan's sweep ends after this run: it did not complete (failed, or stopped as unsustainable),
+    or its MarketOrder p99 passed `stop_ms`."""
+    return row["status"] != "completed" or (row["order_p99_ms"] or 0) > stop_ms
 
 
 def _latency(run_dir: Path, profile: RateProfile) -> LatencyStats | None:
@@ -71,13 +118,19 @@ def _order_p99(run_dir: Path) -> tuple[int | None, str | None]:
     return p.n, f"{p.n:,} orders: {percentile_text(p, unit='', short=True)}"
 
 
-def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None) -> dict:
-    config = load_config(config_path("quick"),
-                         base_args + [f"pairs.scale_factor={sf}", f"run.plan={plan!r}"])
-    run_dir = fresh_path(runs, f"sf{sf}-{plan}")
+def sweep_config(base_args: list[str], sf: int, plan: str, engine: str = "spark"):
+    """The quick config of one run; the engine, SF and plan win over --set."""
+    return load_config(config_path("quick"), base_args + [f"pairs.scale_factor={sf}", f"run.plan={plan!r}",
+                                                          f"run.engine={engine!r}"])
+
+
+def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None, engine: str = "spark") -> dict:
+    config = sweep_config(base_args, sf, plan, engine)
+    run_dir = fresh_path(runs, run_name(sf, plan, engine))
+    series = series_name(plan, engine)
     started = time.time()
     outcome = run_pairs_pipeline(PairsRunRequest(config, run_dir, strategy_limit=limit),
-                                 stage=lambda s: print(f"  [{plan} SF={sf}] {s}", file=sys.stderr, flush=True))
+                                 stage=lambda s: print(f"  [{series} SF={sf}] {s}", file=sys.stderr, flush=True))
     manifest = load_manifest(run_dir / "data")
     profile = manifest.rate_profile()
     duration_s = profile.duration_ms / 1000
@@ -85,7 +138,8 @@ def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | N
     strategies = (run_dir / "strategies.xml").read_text().count("<PairsStrategy ")
     stats = _latency(run_dir, profile) if outcome.status != "failed" else None
     orders, order_text = _order_p99(run_dir)
-    return {"series": plan, "sf": sf, "plan": plan, "mean_eps": manifest.get("total_rows") / duration_s,
+    return {"series": series, "engine": engine, "sf": sf, "plan": plan,
+            "mean_eps": manifest.get("total_rows") / duration_s,
             "peak_eps": manifest.get("scale")["peak_rate_eps"], "strategies": strategies,
             "p50_ms": None if stats is None else stats.p50_ms,
             "latencies": None if stats is None else stats.count,
@@ -114,6 +168,7 @@ def read_points(path: Path, label: str | None) -> list[dict]:
         if "sf" not in row:
             continue
         row["series"] = label or row.get("series") or row.get("plan", "?")
+        row.setdefault("engine", "spark")       # sweeps before --engine ran on Spark only
         row.setdefault("cores", row["cpu"] / 100 if row.get("cpu") is not None else None)
         row.setdefault("peak_rss_mib", row.get("rss_mib"))
         row.setdefault("order_p99_text", row.get("order_p99"))
@@ -126,12 +181,13 @@ def _fmt(v, spec: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ("series", "SF", "in ev/s (mean/peak)", "strategies", "order p99 ms (95 % CI)", "pscore", "cores",
-            "RSS MiB", "status", "verdict")
+    head = ("engine", "series", "SF", "in ev/s (mean/peak)", "strategies", "order p99 ms (95 % CI)", "pscore",
+            "cores", "RSS MiB", "status", "verdict")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
-        print(f"| {r['series']} | {r['sf']} | {r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
+        print(f"| {r.get('engine', 'spark')} | {r['series']} | {r['sf']} | "
+              f"{r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
               f"{r.get('order_p99_text') or _fmt(r.get('order_p99_ms'), ',.0f')} | {_fmt(r.get('pscore'), ',.2f')} | "
               f"{_fmt(r.get('cores'), '.2f')} | {_fmt(r.get('peak_rss_mib'), ',.0f')} | {r['status']} | "
               f"{r['verdict']} |", flush=True)
@@ -139,7 +195,10 @@ def print_table(rows: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plans", default="keyed,shared,per-strategy")
+    ap.add_argument("--engine", default="spark", help="the engine under test: spark (default) or flink")
+    ap.add_argument("--plans", default=None, help="Pairs plans, in order (default: every plan of the engine: "
+                                                  + "; ".join(f"{e} {','.join(p)}" for e, p in PLANS_BY_ENGINE.items())
+                                                  + ")")
     ap.add_argument("--sfs", default=DEFAULT_SFS, help=f"scale factors, in order (default {DEFAULT_SFS})")
     ap.add_argument("--stop-ms", type=float, default=STOP_MS, help="stop a plan once its MarketOrder p99 passes this")
     ap.add_argument("--runs", default="runs/sweep")
@@ -152,7 +211,11 @@ def main() -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     try:
+        engine = engine_name(args.engine)
+        plans = parse_plans(args.plans, engine)
         sfs = [int(x) for x in args.sfs.split(",") if x.strip()]
+        for plan in plans:          # a bad --set is one line now, not after the first runs
+            sweep_config(args.overrides, sfs[0] if sfs else 1, plan, engine)
         included = []
         for item in args.include:
             path, _, label = item.partition("=")
@@ -163,20 +226,20 @@ def main() -> int:
     runs.mkdir(parents=True, exist_ok=True)
     version = checkout_version()
     rows: list[dict] = []
-    notes = [f"Measured with cepkit {version}, quick standard profile (~2 minutes a run), --master from the "
-             f"config ({' '.join(args.overrides) or 'defaults'}); per-strategy runs keep the first "
+    notes = [f"Engine: {engine}. Measured with cepkit {version}, quick standard profile (~2 minutes a run), --master "
+             f"from the config ({' '.join(args.overrides) or 'defaults'}); per-strategy runs keep the first "
              f"{args.per_strategy_limit or 'all'} strategies."]
-    for plan in args.plans.split(","):
+    for plan in plans:
         for sf in sfs:
             limit = args.strategy_limit or ((args.per_strategy_limit or None) if plan == "per-strategy" else None)
-            row = one_run(args.overrides, sf, plan, runs, limit)
+            row = one_run(args.overrides, sf, plan, runs, limit, engine)
             rows.append(row)
             atomic_write(runs / "points.jsonl", "".join(json.dumps(r) + "\n" for r in rows), overwrite=True)
             points = [SweepPoint.from_dict(r) for r in included + rows]
-            page = write_sweep_page(points, runs, notes=notes)
+            page = write_sweep_page(points, runs, title=sweep_title(included + rows), notes=notes)
             print_table(included + rows)
             print(f"page: {page}", file=sys.stderr, flush=True)
-            if row["status"] != "completed" or (row["order_p99_ms"] or 0) > args.stop_ms:
+            if stops(row, args.stop_ms):
                 break
     return 0
 

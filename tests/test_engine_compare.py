@@ -1,5 +1,6 @@
 """benchmarks/engine_compare.py without an engine: outcomes (fakes of the pipelines' results)
-turned into points, the side-by-side tables, the chart."""
+turned into points, the side-by-side tables, the chart, the sustainable-throughput points, the
+closing summary (highest SF under 1 s, sustainable rates) and the search options' checks."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def ec():
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
     return module
+
+
+@pytest.fixture(scope="module")
+def sc(ec):
+    """benchmarks/sustainable_compare.py, as engine_compare.py imported it (its search points)."""
+    return sys.modules["sustainable_compare"]
 
 
 # A pscore block as report/summary.json holds it: p99 310 ms over 1,000 orders, CI 290-340 ms.
@@ -131,3 +138,136 @@ def test_the_chart(ec, tmp_path):
     points.append(ec.micro_point("spark", "filtering", _workload_result(), 1.0, 1, "r"))
     path = ec.draw_chart(points, ["spark", "flink"], tmp_path / "c.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the sustainable-throughput searches and the closing summary ---------------------------------
+
+def _search(confirmed=True, rates=((4000, True), (16000, False), (8000, True), (7200, True))):
+    """A SearchResult as the pipeline returns it: steps (rate per stream, kept up?), the last the confirmation."""
+    from cepkit_app.pipelines.sustainable import SearchResult, Step
+
+    steps = tuple(Step(n, float(rate), "confirm" if n == len(rates) else "explore", ok, "", "completed", "PASSED",
+                       10, 100, 5, 9, 800.0, 90.0, f"runs/s/step-{n}")
+                  for n, (rate, ok) in enumerate(rates, 1))
+    best = max((s.rate_eps for s in steps if s.sustainable and s.purpose != "confirm"), default=None)
+    return SearchResult("joins-j1-window-size-s100", best if confirmed else None, confirmed, steps)
+
+
+def _j1():
+    from kit.shipped import suite_path
+    from kit.workload import read_suite
+
+    return read_suite(suite_path("joins", quick=True)).workloads[0]
+
+
+def test_a_search_point_gives_rates_over_all_streams(sc):
+    from cepkit_app.pipelines.sustainable import SearchConfig
+
+    search = SearchConfig(duration_s=5, max_steps=4)
+    p = sc.search_point("flink", "joins", _j1(), _search(), search, 61.04, "runs/x/sustainable-j1/flink")
+    assert p["bench"] == "sustainable" and p["streams"] == 2              # J1 joins two streams
+    assert (p["sustainable_eps"], p["best_eps"], p["lowest_failing_eps"]) == (16000, 16000, 32000)
+    assert p["confirmed"] and p["steps"] == 4 and p["verdict"] == "CONFIRMED" and p["wall_s"] == 61.0
+    assert (p["step_seconds"], p["max_steps"]) == (5, 4)
+    json.dumps(p)
+
+
+def test_the_sustainable_cell_says_what_kind_of_figure_it_is(ec, sc):
+    from cepkit_app.pipelines.sustainable import SearchConfig
+
+    search_point = sc.search_point
+
+    search, w = SearchConfig(duration_s=5, max_steps=4), _j1()
+    found = search_point("spark", "joins", w, _search(), search, 1, "r")
+    assert ec.SEARCH_MEASURES[0][1](found) == "16,000"
+    # Every rate tried kept up (a 2-step search): the rate is a lower bound.
+    up = search_point("spark", "joins", w, _search(rates=((4000, True), (3600, True))), search, 1, "r")
+    assert ec.SEARCH_MEASURES[0][1](up) == "8,000 (lower bound: every rate tried kept up)"
+    # The confirmation failed: the best step, marked.
+    unconf = search_point("spark", "joins", w, _search(False, ((4000, True), (16000, False), (3600, False))),
+                          search, 1, "r")
+    assert ec.SEARCH_MEASURES[0][1](unconf) == "8,000 (not confirmed)"
+    none = search_point("spark", "joins", w, _search(False, ((4000, False), (1000, False))), search, 1, "r")
+    assert ec.SEARCH_MEASURES[0][1](none) == "none kept up (lowest tried 2,000)"
+    err = ec.error_point("sustainable", "flink", {"suite": "joins", "workload": w.name}, OSError("disk"), 1, "r")
+    rows = {r[1]: r[2:] for r in ec.side_by_side([found, err], "workload", ["spark", "flink"], ec.SEARCH_MEASURES)}
+    assert rows["sustainable ev/s (all streams)"] == ["16,000", "–"]
+    assert rows["confirmed"] == ["yes", "– (error)"] and rows["steps"] == ["4", "–"]
+    assert rows["lowest failing ev/s"] == ["32,000", "–"]
+
+
+def _pairs_at(ec, engine, sf, p99_ms, status="completed", verdict="PASSED"):
+    pscore = {**PSCORE, "p99_latency_s": p99_ms / 1000} if p99_ms is not None else None
+    return ec.pairs_point(engine, sf, _pairs_outcome(status, verdict, p99_ms=p99_ms), pscore, 1)
+
+
+def test_the_highest_sf_under_one_second(ec):
+    under = [_pairs_at(ec, "flink", sf, ms) for sf, ms in ((1, 113), (4, 144), (11, 175))]
+    assert ec.highest_sf_under(under, "flink") == "above the largest tried (every SF under 1 s, up to SF 11)"
+    knee = [_pairs_at(ec, "spark", sf, ms) for sf, ms in ((1, 656), (4, 1200), (11, 995))]
+    assert ec.highest_sf_under(knee, "spark") == "SF 11"        # the highest under 1 s, as the sweep page says
+    past = [_pairs_at(ec, "spark", sf, ms) for sf, ms in ((1, 656), (4, 999), (11, 1000))]
+    assert ec.highest_sf_under(past, "spark") == "SF 4"         # 1,000 ms is not under 1 s
+    # A run that did not complete or failed validation has no p99 to count; it is named.
+    holes = [_pairs_at(ec, "flink", 1, 120), _pairs_at(ec, "flink", 4, 130, "completed", "FAILED"),
+             _pairs_at(ec, "flink", 11, None, "unsustainable", "NOT VALIDATED")]
+    assert ec.highest_sf_under(holes, "flink") == "SF 1; no valid p99 at SF 4, 11"
+    err = ec.error_point("pairs", "flink", {"sf": 1}, RuntimeError("x"), 1, "r")
+    assert ec.highest_sf_under([err], "flink") == "none (no SF tried had a valid p99 under 1 s); no valid p99 at SF 1"
+    assert ec.highest_sf_under([_pairs_at(ec, "spark", 1, 1500)], "spark") == \
+        "none (no SF tried had a valid p99 under 1 s)"
+    assert ec.highest_sf_under(under, "spark") == "–"           # no Pairs runs on that engine
+
+
+def test_the_closing_tables_end_with_the_summary(ec, sc):
+    from cepkit_app.pipelines.sustainable import SearchConfig
+
+    search_point = sc.search_point
+
+    points = [_pairs_at(ec, e, sf, ms) for e, sf, ms in (("spark", 1, 656), ("spark", 4, 1747), ("flink", 1, 113),
+                                                          ("flink", 4, 144))]
+    points.append(search_point("flink", "joins", _j1(), _search(), SearchConfig(duration_s=5, max_steps=4), 1, "r"))
+    text = ec.tables(points, ["spark", "flink"])
+    assert "## Maximum sustainable throughput, first workload of each quick suite" in text
+    summary = text.split("## Summary\n\n", 1)[1].splitlines()
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in summary if line.startswith("| ")]
+    assert cells[0] == ["", "spark", "flink"]
+    assert cells[1] == ["highest Pairs SF with MarketOrder p99 < 1 s", "SF 1",
+                        "above the largest tried (every SF under 1 s, up to SF 4)"]
+    assert cells[2] == ["sustainable ev/s: joins-j1-window-size-s100", "–", "16,000"]
+    # Without Pairs runs the summary has only the searches; without either, no summary.
+    assert "highest Pairs SF" not in ec.tables(points[-1:], ["flink"])
+    assert "## Summary" not in ec.tables([ec.micro_point("spark", "filtering", _workload_result(), 1.0, 1, "r")],
+                                         ["spark"])
+
+
+def test_the_recorder_prints_a_search(ec, sc, tmp_path, capsys):
+    from cepkit_app.pipelines.sustainable import SearchConfig
+
+    search_point = sc.search_point
+
+    rec = ec.Recorder(tmp_path)
+    rec.add(search_point("flink", "joins", _j1(), _search(), SearchConfig(duration_s=5, max_steps=4), 1, "r"))
+    assert "joins-j1-window-size-s100 (sustainable throughput) on flink: 16,000 ev/s, confirmed yes, 4 steps" in \
+        capsys.readouterr().err
+    assert json.loads((tmp_path / "engine_compare.jsonl").read_text())["bench"] == "sustainable"
+
+
+def _script(*args, cwd):
+    import subprocess
+
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "engine_compare.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--search-max-steps", "1"), "max_steps must be >= 2"),
+    (("--search-step-seconds", "0"), "duration_s must be > 0"),
+    (("--search-start-rate", "-5"), "--search-start-rate: must be > 0"),
+    (("--search-suites", "filtering,nope"), "--search-suites: unknown suite(s) nope"),
+    (("--suites", "nope"), "--suites: unknown suite(s) nope"),
+])
+def test_bad_search_options_are_one_line_before_any_run(args, message, tmp_path):
+    proc = _script(*args, "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()

@@ -35,8 +35,10 @@ def register(sub, name: str, help_text: str) -> None:
                         "(or that share of the rate found, if it fell behind first)")
     p.add_argument("--lambda-fraction", type=float, default=0.75,
                    help="lambda's share of the machine's CPU, or of capacity (default 0.75)")
-    p.add_argument("--step-seconds", type=float, default=20.0, help="length of each search step's run (default 20)")
-    p.add_argument("--max-steps", type=int, default=8, help="most runs per search, confirmation included (default 8)")
+    p.add_argument("--step-seconds", type=float, default=20.0,
+                   help="length of each search step's run, seconds > 0 (default 20)")
+    p.add_argument("--max-steps", type=int, default=8,
+                   help="most runs per search, confirmation included, at least 2 (default 8)")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "
                                                 "of one directory per suite); default: under paths.runs_dir")
     p.set_defaults(handler=run)
@@ -65,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     runs_dir = Path(config.paths.runs_dir)
     con = console()
     files = _suite_files(args)
+    # The search's settings check themselves before any directory is made or engine started.
+    steps = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps) \
+        if args.sustainable or args.calibrate else None
     all_passed = True
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for path in files:
@@ -77,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
                                  f"micro-{suite.name}{'-quick' if suite.quick else ''}-{stamp}")
         req = MicroSuiteRequest(config, suite, run_dir, tuple(args.workload))
         con.print(f"[bold]suite {suite.name}[/]: {len(req.selected())} workload(s) -> {run_dir}")
-        steps = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps)
         search = steps if args.sustainable else None
         with run_progress() as on_progress:
             results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"), on_progress=on_progress,

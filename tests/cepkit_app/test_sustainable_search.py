@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from cepkit_app.pipelines.sustainable import (SearchConfig, SearchResult, Step, calibrated, choose_lambda,
-                                 find_sustainable_rate, tail_backlog)
+                                 find_sustainable_rate, tail_backlog, tail_latency_ms)
 from kit.errors import CepkitError
 from kit.workload import Filter, QuerySet
 from kit.workload.suite import Dataset, Load, Workload
@@ -124,6 +124,53 @@ def test_tail_backlog_reads_the_harness_files(tmp_path):
     capacity_model(100, calls)(WORKLOAD, tmp_path / "step", (), False)
     assert tail_backlog(tmp_path / "step" / "engine", 0.3) == int(900 * 5 + 200)     # WORKLOAD lasts 5 s
     assert tail_backlog(tmp_path / "missing", 0.3) is None
+
+
+def _step_with_outputs(step_dir: Path, latencies_ms: list[int]) -> Path:
+    """A step's harness files (10 s of release ending now, a small backlog) and a real output log
+    (the harness's sink) of outputs arriving now at the given latencies: all in the steady tail."""
+    import time
+
+    import pyarrow as pa
+
+    from harness.sink import SinkServer
+    from kit.wire.sink_client import SinkClient
+
+    engine = step_dir / "engine"
+    (engine / "metrics").mkdir(parents=True)
+    now = int(time.time() * 1000)
+    start, end = now - 10_000, now + 1_000
+    (engine / "run.json").write_text(json.dumps({"timings": {"run_start_wall_ms": start, "driver_finished_ms": end}}))
+    (engine / "metrics" / "backlog.csv").write_text(
+        "ts_ms,released,pulled,backlog\n" + "".join(f"{t},0,0,10\n" for t in range(start, end + 1, 1000)))
+    with SinkServer(engine / "outputs") as sink:
+        client = SinkClient(port=sink.port)
+        client.emit("q", 0, pa.table({"inputTS": pa.array([now - lat for lat in latencies_ms], pa.int64())}))
+        client.close()
+        sink.finish({"run_start_wall_ms": start, "sim_start_ms": start, "speed": 1.0})
+    return engine
+
+
+def test_tail_latency_is_the_median_of_the_outputs_in_the_steady_tail(tmp_path):
+    engine = _step_with_outputs(tmp_path / "step", [100, 200, 4000])
+    assert 200 <= tail_latency_ms(engine, 0.3) < 700      # arrival is stamped a moment after "now"
+    assert tail_latency_ms(tmp_path / "missing", 0.3) is None
+
+
+def test_a_step_whose_outputs_queue_inside_the_engine_is_not_sustainable(tmp_path):
+    def run_step(workload, step_dir, run_changes, validate):
+        rate = workload.load.rate_eps
+        _step_with_outputs(step_dir, [3000 if rate > 1500 else 50] * 3)
+        return SimpleNamespace(status="completed", message="", verdict="PASSED", p50_ms=100, p99_ms=200,
+                               peak_rss_mib=900.0, mean_cpu_percent=150.0, state_mib=None, latency_count=3,
+                               p99_ci_low_ms=None, p99_ci_high_ms=None)
+
+    result = find_sustainable_rate(run_step, WORKLOAD, tmp_path / "search",
+                                   SearchConfig(start_rate_eps=1000, max_steps=6, precision=1.5))
+    late = [s for s in result.steps if not s.sustainable]
+    assert late and all("median latency 3," in s.reason and "> 2,000 ms" in s.reason for s in late)
+    assert all(50 <= s.tail_p50_ms < 550 for s in result.steps if s.sustainable)
+    assert result.confirmed and result.sustainable_eps <= 1500
 
 
 def test_settings_check_themselves():
