@@ -22,9 +22,11 @@ class RestError(RuntimeError):
 def rest_url(job_client) -> str | None:
     """The REST address (http://host:port) of the JobManager running `job_client`'s job, or None
     when it cannot be told. A mini-cluster's address is asked of the MiniCluster itself (it binds
-    a free port); a cluster client's of its ClusterClient."""
+    a free port); a cluster client's of its ClusterClient (a job submitted to a standalone cluster,
+    `--master flink://...`: of the ClusterClient its provider makes)."""
     j = job_client._j_job_client
-    for field, getter in (("miniCluster", "getRestAddress"), ("clusterClient", "getWebInterfaceURL")):
+    for field, getter in (("miniCluster", "getRestAddress"), ("clusterClient", "getWebInterfaceURL"),
+                          ("clusterClientProvider", "getClusterClient")):
         try:
             f = j.getClass().getDeclaredField(field)
         except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing field
@@ -34,6 +36,9 @@ def rest_url(job_client) -> str | None:
         value = getattr(target, getter)()
         if field == "miniCluster":
             value = value.get().toString()
+        elif field == "clusterClientProvider":
+            client, value = value, value.getWebInterfaceURL()
+            client.close()
         return str(value).rstrip("/")
     return None
 

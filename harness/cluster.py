@@ -1,11 +1,14 @@
-"""A Spark standalone cluster on this machine, started from pyspark's own launcher (`bin/spark-class`).
+"""A Spark standalone cluster on this machine, started from pyspark's own launcher (`bin/spark-class`);
+and the entry points for every engine's cluster (`ClusterSpec.engine`; a Flink cluster is
+harness/flink_cluster.py's, which shares the process handling here).
 
 Benchmark runs can point `spark.master` at a real cluster (one Master, N Workers, executors in
 their own JVMs) instead of `local[*]`. `start_cluster(spec)` starts the daemons as detached
 processes bound to one host (127.0.0.1 by default), waits until the master's JSON status lists
 every worker ALIVE and records the cluster in `<directory>/cluster.json`; `cluster_status` and
-`stop_cluster` work from that file alone, so they may run in another process (the CLI). Logs,
-worker work dirs and executor scratch space all stay inside `directory`.
+`stop_cluster` work from that file alone, so they may run in another process (the CLI); the
+engine it records picks the module that handles it. Logs, worker work dirs and executor scratch
+space all stay inside `directory`.
 """
 
 from __future__ import annotations
@@ -58,18 +61,20 @@ def _running(p: psutil.Process) -> bool:
         return False
 
 
+def _ours(pid: int, *needles: str) -> psutil.Process | None:
+    """The process `pid` if it runs and its command line has each of `needles` as an argument."""
+    try:
+        p = psutil.Process(pid)
+        return p if all(n in p.cmdline() for n in needles) and _running(p) else None
+    except psutil.Error:
+        return None
+
+
 def _live(info: ClusterInfo) -> tuple[psutil.Process | None, list[psutil.Process | None]]:
     """The recorded daemons that still run, each only if its command line still is the daemon we
     started: a pid reused by anything else is never signalled."""
-    def ours(pid: int, *needles: str) -> psutil.Process | None:
-        try:
-            p = psutil.Process(pid)
-            return p if all(n in p.cmdline() for n in needles) and _running(p) else None
-        except psutil.Error:
-            return None
-
-    master = ours(info.master_pid, MASTER_CLASS, str(info.master_port))
-    return master, [ours(pid, WORKER_CLASS, info.master_url) for pid in info.worker_pids]
+    master = _ours(info.master_pid, MASTER_CLASS, str(info.master_port))
+    return master, [_ours(pid, WORKER_CLASS, info.master_url) for pid in info.worker_pids]
 
 
 def master_json(webui_url: str, timeout_s: float = 3.0) -> dict | None:
@@ -98,16 +103,20 @@ def _free_ports(host: str, n: int) -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
-def _spark_env(host: str) -> dict[str, str]:
-    # Our pyspark's jars, not those of a SPARK_HOME the shell may name; SPARK_LOCAL_IP makes the web
-    # UIs bind `host` instead of 0.0.0.0.
-    env = {**os.environ, "SPARK_HOME": str(package_dir("pyspark")), "SPARK_LOCAL_IP": host}
+def _java_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with JAVA_HOME set when no java is on its PATH and it names none."""
     if not env.get("JAVA_HOME") and shutil.which("java", path=env.get("PATH")) is None:
         jdks = sorted(glob.glob("/usr/lib/jvm/*17*/bin/java"))       # Debian's place for a JDK
         if not jdks:
             raise CepkitError("no java found: install a JDK 17 or set JAVA_HOME")
-        env["JAVA_HOME"] = str(Path(jdks[-1]).parent.parent)
+        env = {**env, "JAVA_HOME": str(Path(jdks[-1]).parent.parent)}
     return env
+
+
+def _spark_env(host: str) -> dict[str, str]:
+    # Our pyspark's jars, not those of a SPARK_HOME the shell may name; SPARK_LOCAL_IP makes the web
+    # UIs bind `host` instead of 0.0.0.0.
+    return _java_env({**os.environ, "SPARK_HOME": str(package_dir("pyspark")), "SPARK_LOCAL_IP": host})
 
 
 def _launch(cmd: list[str], env: dict, log: Path, cwd: Path) -> int:
@@ -119,27 +128,52 @@ def _launch(cmd: list[str], env: dict, log: Path, cwd: Path) -> int:
 
 
 def _wait(pids: dict[int, Path], ready, what: str, blame, deadline: float) -> None:
-    """Until `ready()`; a daemon that exits, or the deadline, is a one-line error naming a log."""
+    """Until `ready()`; a daemon that exits, or the deadline, is a one-line error naming a log.
+    `what` names the daemons waited for ("Spark master")."""
     while not ready():
         for pid, log in pids.items():
             if _CHILDREN[pid].poll() is not None:
-                raise CepkitError(f"the Spark {what} exited during start-up (exit code {_CHILDREN[pid].returncode}"
+                raise CepkitError(f"the {what} exited during start-up (exit code {_CHILDREN[pid].returncode}"
                                   f"): {last_error_line(log)}; see {log}")
         if time.monotonic() >= deadline:
-            raise CepkitError(f"the Spark {what} did not come up in time; see {blame()}")
+            raise CepkitError(f"the {what} did not come up in time; see {blame()}")
         time.sleep(0.25)
 
 
-def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> ClusterInfo:
-    """Start the master, then the workers; return once every worker is registered and ALIVE."""
-    directory = spec.directory.absolute()
-    check_parent(directory / STATE_FILE)
+def _live_any(info: ClusterInfo) -> tuple[psutil.Process | None, list[psutil.Process | None]]:
+    """`_live` of the cluster's own engine."""
+    if info.engine == "flink":
+        from harness.flink_cluster import live_flink
+
+        return live_flink(info)
+    return _live(info)
+
+
+def _refuse_running(directory: Path) -> None:
+    """A cluster recorded in `directory` whose processes still run, whatever its engine, is not
+    started over."""
     old = read_cluster_info(directory)
     if old is not None:
-        master, workers = _live(old)
+        master, workers = _live_any(old)
         if master or any(workers):
             raise CepkitError(f"a cluster is already running: {old.master_url} (recorded in "
                               f"{directory / STATE_FILE}); stop it first")
+
+
+def start_cluster(spec: ClusterSpec, *, timeout_s: float | None = None) -> ClusterInfo:
+    """Start the cluster `spec` asks for (its engine's module); return once it is up."""
+    if spec.engine == "flink":
+        from harness.flink_cluster import start_flink_cluster
+
+        return start_flink_cluster(spec, **({} if timeout_s is None else {"timeout_s": timeout_s}))
+    return _start_spark(spec, timeout_s=START_TIMEOUT_S if timeout_s is None else timeout_s)
+
+
+def _start_spark(spec: ClusterSpec, *, timeout_s: float) -> ClusterInfo:
+    """Start the master, then the workers; return once every worker is registered and ALIVE."""
+    directory = spec.directory.absolute()
+    check_parent(directory / STATE_FILE)
+    _refuse_running(directory)
     directory.mkdir(parents=True, exist_ok=True)
     env = _spark_env(spec.host)
     chosen = iter(_free_ports(spec.host, 2 + spec.workers))
@@ -164,7 +198,7 @@ def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> C
                               "--webui-port", str(ui_port)], env_master, master_log, directory)
         pids[master_pid] = master_log
         # Workers wait for the master: one that finds no master retries only after 5-15 s.
-        _wait(pids, lambda: (master_json(webui_url) or {}).get("status") == "ALIVE", "master",
+        _wait(pids, lambda: (master_json(webui_url) or {}).get("status") == "ALIVE", "Spark master",
               lambda: master_log, deadline)
         for i, (ui, log) in enumerate(zip(worker_ui_ports, worker_logs), start=1):
             home = directory / f"worker-{i}"
@@ -180,7 +214,7 @@ def start_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> C
             seen = {w.get("webuiaddress", "").rsplit(":", 1)[-1] for w in _alive_workers(master_json(webui_url))}
             return next((log for ui, log in zip(worker_ui_ports, worker_logs) if str(ui) not in seen), master_log)
 
-        _wait(pids, lambda: len(_alive_workers(master_json(webui_url))) >= spec.workers, "workers",
+        _wait(pids, lambda: len(_alive_workers(master_json(webui_url))) >= spec.workers, "Spark workers",
               missing_log, deadline)
         info = ClusterInfo(directory, master_url, webui_url, spec.host, master_pid, tuple(pids)[1:], master_log,
                            worker_logs, started_ms)
@@ -254,6 +288,10 @@ def stop_cluster(directory: str | os.PathLike) -> str:
     info = read_cluster_info(directory)
     if info is None:
         return f"no cluster is running in {directory}"
+    if info.engine == "flink":
+        from harness.flink_cluster import stop_flink_cluster
+
+        return stop_flink_cluster(info)
     master, workers = _live(info)
     count = _shut_down([w for w in workers if w], [master] if master else [], Path(directory))
     (Path(directory) / STATE_FILE).unlink(missing_ok=True)
@@ -268,6 +306,10 @@ def cluster_status(directory: str | os.PathLike) -> dict:
     info = read_cluster_info(directory)
     if info is None:
         return {"state": "not running", "directory": str(directory), "detail": f"no {STATE_FILE}"}
+    if info.engine == "flink":
+        from harness.flink_cluster import flink_cluster_status
+
+        return flink_cluster_status(info)
     master, workers = _live(info)
     doc = master_json(info.webui_url) if master else None
     alive = _alive_workers(doc)
@@ -278,8 +320,8 @@ def cluster_status(directory: str | os.PathLike) -> dict:
     else:
         state, detail = "degraded", f"{len(alive)} of {len(workers)} workers alive" if doc else "no answer from master"
     roles = ["master"] + [f"worker-{i}" for i in range(1, len(workers) + 1)]
-    out = {"state": state, "directory": str(directory), "detail": detail, "master_url": info.master_url,
-           "webui_url": info.webui_url, "started_ms": info.started_ms, "master": None,
+    out = {"state": state, "engine": "spark", "directory": str(directory), "detail": detail,
+           "master_url": info.master_url, "webui_url": info.webui_url, "started_ms": info.started_ms, "master": None,
            "processes": [{"role": r, "pid": pid, "alive": p is not None, "log": str(log)} for r, pid, p, log
                          in zip(roles, info.pids, [master, *workers], [info.master_log, *info.worker_logs])]}
     if doc is not None:

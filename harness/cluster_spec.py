@@ -1,6 +1,7 @@
-"""What a Spark standalone cluster of this machine is asked to be (`ClusterSpec`) and what a started
-one is (`ClusterInfo`, recorded in `<directory>/cluster.json`, kind "cepkit.cluster"); harness/cluster.py
-starts, inspects and stops it.
+"""What a standalone cluster of this machine is asked to be (`ClusterSpec`) and what a started one is
+(`ClusterInfo`, recorded in `<directory>/cluster.json`, kind "cepkit.cluster"): a Spark one (a master
+and workers) or a Flink one (a JobManager and TaskManagers), as `engine` says. harness/cluster.py
+starts, inspects and stops it (harness/flink_cluster.py the Flink one).
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from kit.errors import CepkitError, at
 from kit.jsonfile import read_json_object
 
 KIND, SCHEMA_VERSION, STATE_FILE = "cepkit.cluster", 1, "cluster.json"
+# The engines a cluster can be started for, and their master URLs' schemes (a cluster.json without
+# `engine` is a Spark one: files written before Flink clusters existed).
+CLUSTER_ENGINES = ("spark", "flink")
+SCHEMES = {"spark": "spark://", "flink": "flink://"}
+# A Flink TaskManager cannot start in less (JVM metaspace and overhead, framework and network memory).
+FLINK_MIN_MEMORY_MIB = 1024
 
 
 def _whole(value, low: int, high: int) -> bool:
@@ -23,7 +30,11 @@ def _whole(value, low: int, high: int) -> bool:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """What to start. Ports 0: free ports picked at start; memory: a Spark size such as 2g or 512m."""
+    """What to start. Ports 0: free ports picked at start; memory: a size such as 2g or 512m.
+    Spark: a master (master_port its RPC port, webui_port its web UI) and `workers` workers of
+    `cores_per_worker` cores and `memory_per_worker` each. Flink: a JobManager (master_port its REST
+    port, which serves the web UI too: webui_port stays 0) and `workers` TaskManagers of
+    `cores_per_worker` task slots and `memory_per_worker` process memory each."""
 
     directory: Path
     host: str = "127.0.0.1"
@@ -32,6 +43,7 @@ class ClusterSpec:
     workers: int = 2
     cores_per_worker: int = 1
     memory_per_worker: str = "2g"
+    engine: str = "spark"
 
     def __post_init__(self) -> None:
         def bad(field: str, message: str) -> CepkitError:
@@ -56,6 +68,19 @@ class ClusterSpec:
         if mib is None or mib < 1:
             raise bad("memory_per_worker", f"must be a size such as 2g or 512m (at least 1m), "
                                            f"got {self.memory_per_worker!r}")
+        if self.engine not in CLUSTER_ENGINES:
+            raise bad("engine", f"must be one of {', '.join(CLUSTER_ENGINES)}, got {self.engine!r}")
+        if self.engine == "flink":
+            if mib < FLINK_MIN_MEMORY_MIB:
+                raise bad("memory_per_worker", f"a Flink TaskManager needs at least {FLINK_MIN_MEMORY_MIB}m, "
+                                               f"got {self.memory_per_worker!r}")
+            if self.webui_port:
+                raise bad("webui_port", "a Flink JobManager serves its web UI on its REST port (master_port): "
+                                        f"leave it 0, got {self.webui_port!r}")
+
+    @property
+    def worker_memory_mib(self) -> int:
+        return memory_mib(self.memory_per_worker)
 
 
 @dataclass(frozen=True)
@@ -71,13 +96,17 @@ class ClusterInfo:
     master_log: Path
     worker_logs: tuple[Path, ...]
     started_ms: int
+    engine: str = "spark"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory))
         object.__setattr__(self, "master_log", Path(self.master_log))
         object.__setattr__(self, "worker_pids", tuple(self.worker_pids))
         object.__setattr__(self, "worker_logs", tuple(Path(p) for p in self.worker_logs))
-        for field, ok in (("master_url", re.fullmatch(r"spark://[^:/]+:[0-9]+", str(self.master_url))),
+        if self.engine not in CLUSTER_ENGINES:
+            raise CepkitError(f"cluster info: engine: not valid: {self.engine!r}")
+        scheme = re.escape(SCHEMES[self.engine])
+        for field, ok in (("master_url", re.fullmatch(scheme + r"[^:/]+:[0-9]+", str(self.master_url))),
                           ("webui_url", re.fullmatch(r"http://[^:/]+:[0-9]+", str(self.webui_url))),
                           ("pids", self.worker_pids and all(_whole(p, 1, 2**31) for p in self.pids)),
                           ("worker_logs", len(self.worker_logs) == len(self.worker_pids)),
@@ -94,7 +123,7 @@ class ClusterInfo:
         return int(self.master_url.rsplit(":", 1)[1])
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, "schema_version": SCHEMA_VERSION, "master_url": self.master_url,
+        return {"kind": KIND, "schema_version": SCHEMA_VERSION, "engine": self.engine, "master_url": self.master_url,
                 "webui_url": self.webui_url, "host": self.host,
                 "pids": {"master": self.master_pid, "workers": list(self.worker_pids)},
                 "logs": {"master": str(self.master_log), "workers": [str(p) for p in self.worker_logs]},
@@ -106,7 +135,8 @@ class ClusterInfo:
             raise at(source, None, f"not a {KIND} file of schema_version {SCHEMA_VERSION}")
         try:
             return cls(directory, doc["master_url"], doc["webui_url"], doc["host"], doc["pids"]["master"],
-                       doc["pids"]["workers"], doc["logs"]["master"], doc["logs"]["workers"], doc["started_ms"])
+                       doc["pids"]["workers"], doc["logs"]["master"], doc["logs"]["workers"], doc["started_ms"],
+                       doc.get("engine", "spark"))
         except (KeyError, TypeError) as e:
             raise at(source, None, f"missing or malformed field {e}") from None
         except CepkitError as e:

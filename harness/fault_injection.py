@@ -1,9 +1,11 @@
 """Faults injected into a running engine on purpose, and what became of each (kit/faults.py).
 
-`kill-engine`: SIGKILL of the engine's driver JVM (the `SparkSubmit` JVM in the program's process
-tree). The program then fails and exits; the harness restarts it from its checkpoint
-(harness/engine_run.py), the feed serves again from the last committed offset and the sink drops
-rows of batches it already holds. `kill-executor`: SIGKILL of one executor JVM of the run's
+`kill-engine`: SIGKILL of the engine's JVM in the program's process tree (Spark's `SparkSubmit`
+driver JVM, Flink's PyFlink gateway JVM, which holds the local mini-cluster: the runner names its
+class). The program then fails and exits; the harness restarts it from its checkpoint
+(harness/engine_run.py, harness/supervision.py), the feed serves again from the last committed
+offset and the sink drops what it already holds (Spark's re-run batches by id, a restored Flink
+job's replayed answers by harness/replay_filter.py). `kill-executor`: SIGKILL of one executor JVM of the run's
 application on this machine (a standalone cluster's `CoarseGrainedExecutorBackend`); Spark reruns
 the lost tasks. Each fault is recorded with the wall-clock time of the kill; the validator measures
 the recovery from the output log (specs/VALIDATION.md, "Recovery").
@@ -15,16 +17,15 @@ import dataclasses
 import signal
 from dataclasses import dataclass
 
+from pathlib import Path
+
 import psutil
 
 from harness.resources import now_ms
-from kit.faults import Fault
+from kit.faults import FLINK_MASTER_PREFIX, Fault
 
-ENGINE_JVM = "org.apache.spark.deploy.SparkSubmit"
 EXECUTOR_JVM = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-# A program whose JVM was killed normally exits within seconds (its next call into the JVM fails);
-# one still alive after this long is ended by the harness, so the restart never waits forever.
-EXIT_AFTER_KILL_S = 30.0
+TASKMANAGER_JVM = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 
 
 @dataclass
@@ -49,9 +50,9 @@ def _cmdline(p: psutil.Process) -> str:
         return ""
 
 
-def engine_jvm(processes: list[psutil.Process]) -> psutil.Process | None:
-    """The engine's driver JVM among the program's processes."""
-    return next((p for p in processes if ENGINE_JVM in _cmdline(p)), None)
+def engine_jvm(processes: list[psutil.Process], main_class: str) -> psutil.Process | None:
+    """The engine's JVM (running `main_class`, the runner's ENGINE_JVM) among the program's processes."""
+    return next((p for p in processes if main_class in _cmdline(p)), None)
 
 
 def executor_jvms(app_id: str | None) -> list[psutil.Process]:
@@ -62,6 +63,56 @@ def executor_jvms(app_id: str | None) -> list[psutil.Process]:
         if EXECUTOR_JVM in line and (app_id is None or app_id in line):
             out.append(p)
     return sorted(out, key=lambda p: p.pid)
+
+
+def _flat_settings(config_dir: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """`keys` as a flat Flink config.yaml sets them (`key: value` lines, what `cepkit cluster start
+    --engine flink` writes); a missing or unreadable file sets none."""
+    found = {}
+    try:
+        text = (Path(config_dir) / "config.yaml").read_text(errors="replace")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in keys:
+            value = value.strip()
+            found[key.strip()] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+    return found
+
+
+def taskmanager_jvms(master: str | None) -> list[psutil.Process]:
+    """The TaskManager JVMs on this machine of the Flink cluster whose JobManager's REST address is
+    `master` (`flink://HOST:PORT`): those whose config directory (`--configDir`) sets that
+    `rest.address` and `rest.port`. None: every TaskManager JVM."""
+    want = None
+    if master is not None:
+        host, _, port = master.removeprefix(FLINK_MASTER_PREFIX).rpartition(":")
+        want = {"rest.address": host, "rest.port": port}
+    out = []
+    for p in psutil.process_iter():
+        try:
+            argv = p.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if TASKMANAGER_JVM not in argv:
+            continue
+        config_dir = argv[argv.index("--configDir") + 1] if "--configDir" in argv[:-1] else None
+        if want is None or (config_dir and _flat_settings(config_dir, tuple(want)) == want):
+            out.append(p)
+    return sorted(out, key=lambda p: p.pid)
+
+
+def program_master(processes: list[psutil.Process]) -> str | None:
+    """The `--master` of the engine program among `processes` (its command line says it)."""
+    for p in processes:
+        try:
+            argv = p.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if "--master" in argv[:-1]:
+            return argv[argv.index("--master") + 1]
+    return None
 
 
 def find_program(program) -> int | None:
@@ -75,8 +126,9 @@ def find_program(program) -> int | None:
 class FaultInjector:
     """The run's faults: which are due, the kills, and the restarts they call for."""
 
-    def __init__(self, faults: tuple[Fault, ...]):
+    def __init__(self, faults: tuple[Fault, ...], engine_class: str):
         self.pending = list(faults)
+        self.engine_class = engine_class
         self.records: list[FaultRecord] = []
 
     def due(self, elapsed_s: float) -> list[Fault]:
@@ -87,7 +139,10 @@ class FaultInjector:
     def inject(self, fault: Fault, program_processes: list[psutil.Process], app_id: str | None) -> FaultRecord:
         record = FaultRecord(fault.text, fault.kind, fault.at_s)
         if fault.kind == "kill-engine":
-            targets = [p for p in [engine_jvm(program_processes)] if p is not None]
+            targets = [p for p in [engine_jvm(program_processes, self.engine_class)] if p is not None]
+        elif fault.kind == "kill-taskmanager":       # one TaskManager of the run's Flink cluster
+            master = program_master(program_processes)
+            targets = taskmanager_jvms(master)[:1] if master and master.startswith(FLINK_MASTER_PREFIX) else []
         else:
             targets = executor_jvms(app_id)[:1]
         if not targets:
@@ -110,12 +165,6 @@ class FaultInjector:
         self.pending = []
         self.records += left
         return left
-
-    @property
-    def awaiting_restart(self) -> FaultRecord | None:
-        """The engine kill whose program has not been restarted yet."""
-        return next((r for r in self.records if r.kind == "kill-engine" and r.at_ms is not None
-                     and r.restarted_ms is None), None)
 
     def log_entries(self) -> list[dict]:
         """The faults as the output log records them (specs/OUTPUT_LOG.md)."""

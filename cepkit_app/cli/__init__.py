@@ -49,7 +49,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("translate", "cepkit_app.cli.translate_cmd", "compile a workload spec into a runnable engine program (no engine started)"),
     ("validate", "cepkit_app.cli.validate_cmd", "check an engine's outputs against the reference answers; report"),
     ("compare", "cepkit_app.cli.compare_cmd", "compare finished runs side by side, one column per engine: table and charts"),
-    ("cluster", "cepkit_app.cli.cluster_cmd", "start, inspect or stop a Spark standalone cluster on this machine"),
+    ("cluster", "cepkit_app.cli.cluster_cmd", "start, inspect or stop a Spark or Flink standalone cluster on this machine"),
 )
 
 
@@ -86,10 +86,12 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 
     add_engine_choice(parser, f"the engine under test: {', '.join(ENGINE_NAMES)} (run.engine, default spark)")
     parser.add_argument("--master", metavar="URL", help="where the engine runs (run.master, default local[*]: "
-                                                        "local[N] cores; Spark also spark://HOST:PORT, see `cepkit cluster`)")
+                                                        "local[N] cores; a cluster: spark://HOST:PORT or flink://HOST:PORT, see "
+                                                        "`cepkit cluster`)")
     parser.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
                         help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
-                             "harness restarts it from its checkpoint) or kill-executor@40s (a cluster executor); "
+                             "harness restarts it from its checkpoint), kill-executor@40s (a Spark cluster's executor) or "
+                             "kill-taskmanager@40s (a Flink cluster's TaskManager); "
                              "repeatable (run.faults)")
     parser.add_argument("--launch", choices=LAUNCHES,
                         help="who starts the engine: the harness (default), or you (external: the harness feeds, "

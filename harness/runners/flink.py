@@ -1,38 +1,114 @@
-"""The Flink runner: the program under the Flink environment's interpreter (`.venv-flink`), which
-starts PyFlink's gateway JVM with Flink's local mini-cluster inside it and Flink's Python workers
-as its children: the program's process tree is the whole engine, so nothing else is sampled.
-By hand: engine/flink-run.sh, the same command with its environment."""
+"""The Flink runner: the program under the Flink environment's interpreter (`.venv-flink`).
+
+With `local[N]` the program starts PyFlink's gateway JVM with Flink's local mini-cluster inside it
+and Flink's Python workers as its children: the program's process tree is the whole engine. With
+`flink://HOST:PORT` (a standalone cluster, `cepkit cluster start --engine flink`) the program
+submits its job to that cluster's JobManager; the cluster's TaskManager JVMs (and their Python
+workers) are sampled with it, as a Spark cluster's executors are.
+
+By hand: engine/flink-run.sh. For a local master, the same command with its environment; for a
+cluster, the distribution's `flink run -m HOST:PORT -py program.py -pyfs runtime.zip` with the
+program's own arguments (the client runs the program under the same interpreter, which submits to
+the cluster its `--master` names).
+"""
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
 from kit.errors import CepkitError
+from kit.faults import FLINK_MASTER_PREFIX
 
 SCRIPT = "flink-run.sh"
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?")
+_CLUSTER = re.compile(re.escape(FLINK_MASTER_PREFIX) + r"(?P<host>[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
+
+
+def cluster_address(master: str) -> tuple[str, int] | None:
+    """(HOST, PORT) of a `flink://HOST:PORT` master, None for a local one; a one-line CepkitError
+    for anything else."""
+    if _LOCAL.fullmatch(master):
+        return None
+    m = _CLUSTER.fullmatch(master)
+    if m is None or not 0 < int(m["port"]) < 65536:
+        raise CepkitError(f"run.master: the Flink engine runs Flink's local mini-cluster (local[N]) or a Flink "
+                          f"standalone cluster ({FLINK_MASTER_PREFIX}HOST:PORT, its JobManager's REST address), "
+                          f"got {master!r}")
+    return m["host"], int(m["port"])
+
+
+def _script(head: list[str], exports: dict[str, str], command: list[str]) -> str:
+    lines = ["#!/bin/sh", *head, "set -e"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(exports.items())]
+    words, parts, i = [shlex.quote(c) for c in command], [], 0
+    while i < len(words):            # an option and its value on one line
+        takes_value = words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-")
+        parts.append(" ".join(words[i:i + 2]) if takes_value else words[i])
+        i += 2 if takes_value else 1
+    return "\n".join(lines + ["exec " + " \\\n  ".join(parts)]) + "\n"
+
+
+def flink_run_command(spec: EngineRunSpec, program_args: list[str], address: tuple[str, int]) -> list[str]:
+    """The program through the distribution's `flink run`: the client runs it under the Flink
+    environment's interpreter with the runtime zip on its path (`-pyfs`); the program's own
+    arguments follow unchanged (its `--master` and `--py-files` send the job and the zip on)."""
+    from harness.flink_cluster import flink_home
+
+    py_files = program_args[program_args.index("--py-files") + 1] if "--py-files" in program_args else None
+    cmd = [str(flink_home(spec.python) / "bin" / "flink"), "run", "-m", f"{address[0]}:{address[1]}",
+           "-pyclientexec", spec.python, "-pyexec", spec.python]
+    if py_files is not None:
+        cmd += ["-pyfs", py_files]
+    return cmd + ["-py", str(spec.program.resolve()), *program_args]
 
 
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
-    if not spec.master.startswith("local"):
-        raise CepkitError(f"run.master: the Flink engine runs Flink's local mini-cluster (local[N]), "
-                          f"got {spec.master!r}")
-    command = [spec.python, str(spec.program.resolve()), *args, "--master", spec.master]
+    address = cluster_address(spec.master)
+    own = [*args, "--master", spec.master]
     for key, value in spec.spark_conf:
         if not key.startswith("spark."):         # the run's Spark settings do not apply to Flink
-            command += ["--conf", f"{key}={value}"]
-    lines = ["#!/bin/sh",
-             "# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
-             "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`.",
-             "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
-    lines.append("exec " + " \\\n  ".join(shlex.quote(c) for c in command))
-    # Flink's own log (the gateway JVM: JobManager, TaskManager) beside the program's, per run,
-    # instead of one file inside the environment's pyflink package for every run.
+            own += ["--conf", f"{key}={value}"]
+    command = [spec.python, str(spec.program.resolve()), *own]
+    # Flink's own log (the gateway JVM: the mini-cluster, or the cluster client) beside the
+    # program's, per run, instead of one file inside the environment's pyflink package for every run.
     logs = {"FLINK_LOG_DIR": str((spec.run_dir / "logs").absolute())}
-    return Launch(command, SCRIPT, "\n".join(lines) + "\n", logs, {})
+    if address is None:
+        script = _script(["# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
+                          "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
+                         env, command)
+    else:
+        # The runtime reaches the client through -pyfs and the TaskManagers through python.files,
+        # so no PYTHONPATH is set (as in spark-submit.sh).
+        exports = {**{k: v for k, v in env.items() if k != "PYTHONPATH"}, **logs}
+        script = _script(["# This run's Flink program through the Flink distribution's `flink run`, on the cluster",
+                          f"# {spec.master} (specs/ENGINE_RUN.md, \"Clusters\"). Run it while a harness feeds and",
+                          "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
+                         exports, flink_run_command(spec, own, address))
+    return Launch(command, SCRIPT, script, logs, {})
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
-    return []
+    """A Flink cluster's TaskManager JVMs on this machine (their Python workers are their children),
+    sampled with the program."""
+    from harness.fault_injection import taskmanager_jvms
+
+    return [p.pid for p in taskmanager_jvms(spec.master)] if spec.master.startswith(FLINK_MASTER_PREFIX) else []
+
+
+# The program's JVM: PyFlink's gateway, which holds the local mini-cluster (a cluster's client).
+ENGINE_JVM = "org.apache.flink.client.python.PythonGatewayServer"
+# A restored job sends again the answers of the events after its checkpoint: the sink filters them.
+REPLAYS_OUTPUTS = True
+
+
+def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -> tuple[list[str], str | None]:
+    """`--attempt N --restore CHECKPOINT` (harness/flink_restore.py) and what is restored, in words."""
+    from harness.flink_restore import local_dir, newest_checkpoint
+
+    path, _ = newest_checkpoint(local_dir(checkpoint), heard_checkpoint)
+    if path is None:
+        return ["--attempt", str(attempt)], None
+    return ["--attempt", str(attempt), "--restore", str(path)], str(path)

@@ -1,0 +1,215 @@
+"""The benchmarks on a real Flink standalone cluster (1 JobManager, 2 TaskManagers of one slot each
+on 127.0.0.1, started from the distribution PyFlink ships: harness/flink_cluster.py): its start,
+bindings and status; quick SF=1 Pairs (the tests' short replay, tests/data/configs/short-pairs.toml)
+and a microbenchmark workload validated there with the runtime shipped to the TaskManagers; a
+TaskManager killed mid-run (Flink restores the job from its checkpoint once the keeper has brought
+the TaskManager back); the run's `flink run` line started by hand while the harness feeds; and a
+stop that leaves no JobManager, keeper, TaskManager or Python worker behind (specs/ENGINE_RUN.md,
+"Clusters"). The tests run in file order; the fixture stops the cluster anyway if a test fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from cepkit_app.cli import main
+from harness.cluster import cluster_status, start_cluster, stop_cluster
+from harness.cluster_spec import STATE_FILE, ClusterSpec
+from harness.fault_injection import taskmanager_jvms
+from harness.flink_cluster import JOBMANAGER_CLASS, KEEPER, overview
+from kit.errors import CepkitError
+from tests.helpers import SHORT_PAIRS
+
+pytestmark = [pytest.mark.flink, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("flink-cluster") / "state"
+    began = time.monotonic()
+    info = start_cluster(ClusterSpec(directory, workers=2, cores_per_worker=1, memory_per_worker="2g",
+                                     engine="flink"))
+    info_took = time.monotonic() - began
+    try:
+        yield info, info_took
+    finally:
+        stop_cluster(directory)
+
+
+def _running(info, timeout_s: float = 90) -> None:
+    """Both TaskManagers registered: a job's cancellation at the end of a run may have made one
+    fail (a Beam reference-count error when two Python operators of a slot close at once; its keeper
+    starts it again, specs/ENGINE_RUN.md "Clusters"), and a run is best started on the whole cluster."""
+    deadline = time.monotonic() + timeout_s
+    while cluster_status(info.directory)["state"] != "running" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert cluster_status(info.directory)["state"] == "running"
+
+
+def _cepkit(*args, cwd, wait: bool = True):
+    cmd = [sys.executable, "-m", "cepkit_app.cli", *map(str, args)]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=900)
+
+
+def _passed(run_dir, stderr: str) -> dict:
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "PASSED", stderr[-3000:]
+    for s in summary["streams"]:
+        assert (s["missing"], s["undue"], s["wrong"]) == (0, 0, 0), s
+    return summary
+
+
+def _cluster_processes(directory: Path) -> list[str]:
+    """Running processes of this cluster: its JobManager, keepers or TaskManagers (they name its
+    directory), or anything running in it (Python workers). Other Flink processes are not ours."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline", "cwd", "status"]):
+        argv, cwd = p.info["cmdline"] or [], p.info["cwd"] or ""
+        if p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if any(str(directory) in a for a in argv) or cwd.startswith(str(directory)):
+            found.append(f"{p.info['pid']} {' '.join(argv)[-120:]}")
+    return found
+
+
+def test_a_jobmanager_that_cannot_start_is_one_line_naming_its_log(tmp_path):
+    """Its REST port is taken; before the module's cluster starts, so the two do not compete for the
+    2 cores. Nothing is left running and no cluster.json is written."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(CepkitError) as e:
+            start_cluster(ClusterSpec(tmp_path / "c", master_port=taken.getsockname()[1], engine="flink"))
+    message = str(e.value)
+    assert message.startswith("the Flink JobManager exited during start-up (exit code 1): ") and \
+        "BindException" in message and message.endswith(f"; see {tmp_path / 'c' / 'jobmanager.log'}")
+    with pytest.raises(CepkitError, match=r"^the Flink JobManager did not come up in time; see .*/jobmanager\.log$"):
+        start_cluster(ClusterSpec(tmp_path / "slow", engine="flink"), timeout_s=0.5)
+    assert not (tmp_path / "c" / STATE_FILE).exists() and not (tmp_path / "slow" / STATE_FILE).exists()
+    assert _cluster_processes(tmp_path) == []
+
+
+def test_start_records_the_cluster_binds_only_127_0_0_1_and_status_shows_it(cluster, capsys):
+    info, took = cluster
+    doc = json.loads((info.directory / STATE_FILE).read_text())
+    assert (doc["kind"], doc["engine"]) == ("cepkit.cluster", "flink")
+    assert info.master_url.startswith("flink://127.0.0.1:") and info.webui_url.startswith("http://127.0.0.1:")
+    assert [Path(p).name for p in doc["logs"]["workers"]] == ["taskmanager-1.log", "taskmanager-2.log"]
+    assert JOBMANAGER_CLASS in psutil.Process(info.master_pid).cmdline()
+    assert all(str(KEEPER) in psutil.Process(pid).cmdline() for pid in info.worker_pids)
+    tms = taskmanager_jvms(info.master_url)
+    assert len(tms) == 2 and {p.ppid() for p in tms} == set(info.worker_pids)      # one JVM under each keeper
+    assert overview(info.webui_url)["slots-total"] == 2
+    listening = [c.laddr for p in [psutil.Process(info.master_pid), *tms] for c in p.net_connections("inet")
+                 if c.status == psutil.CONN_LISTEN]
+    assert len(listening) >= 6, listening          # REST, RPC, blob server; each TaskManager's RPC and data
+    assert {a.ip for a in listening} <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+    conf = (info.directory / "conf" / "config.yaml").read_text()
+    assert 'rest.bind-address: "127.0.0.1"' in conf and "taskmanager.numberOfTaskSlots: 1" in conf
+    assert (info.directory / "lib" / "flink-python-2.3.0.jar").is_symlink()
+    st = cluster_status(info.directory)
+    assert st["state"] == "running" and all(p["alive"] for p in st["processes"])
+    assert main(["cluster", "status", "--dir", str(info.directory)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"running: {info.master_url}") and "2 TaskManager(s) registered, slots 2/2 free" in out
+    print(f"cluster start took {took:.1f} s")
+
+
+def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_the_taskmanagers(cluster, tmp_path):
+    info, _ = cluster
+    _running(info)
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "--engine", "flink", "-c", SHORT_PAIRS, "--master", info.master_url, "--out", run_dir,
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _passed(run_dir, proc.stderr)
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    started = run["engine"]["started"]
+    assert (started["master"], started["parallelism"]) == (info.master_url, 2)     # every slot
+    # Each TaskManager got the runtime zip from the job (its blob store), byte for byte.
+    blobs = list(info.directory.glob(f"tmp/tm_*/blobStorage/job_{started['run_id']}/blob_p-*"))
+    assert len(blobs) == 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
+    script = (run_dir / "engine" / "flink-run.sh").read_text()
+    assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script and "-pyfs " in script
+    # The TaskManagers (and their Python workers) are sampled with the program: more than the program's own.
+    assert run["resources"]["peak_rss_bytes"] > 1.5e9
+
+
+def test_a_micro_workload_passes_on_the_cluster(cluster, tmp_path):
+    info, _ = cluster
+    _running(info)
+    run_dir = tmp_path / "run"
+    proc = _cepkit("micro", "--engine", "flink", "--suite", "count-windows", "--quick", "--workload",
+                   "count-windows-window-sliding-r50-sum", "--master", info.master_url, "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert (row["status"], row["verdict"]) == ("completed", "PASSED")
+
+
+def test_a_killed_taskmanager_is_brought_back_and_the_job_restored_loses_no_answer(cluster, tmp_path):
+    info, _ = cluster
+    _running(info)
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "--engine", "flink", "-c", SHORT_PAIRS, "--master", info.master_url,
+                   "--fault", "kill-taskmanager@12s", "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (recovery,) = _passed(run_dir, proc.stderr)["faults"]
+    assert recovery["kind"] == "kill-taskmanager" and 0 < recovery["recovery_ms"] < 120_000
+    (fault,) = json.loads((run_dir / "engine" / "run.json").read_text())["faults"]
+    assert fault["target"] == "java" and fault["restarted_ms"] is None       # no program restart
+    assert "fault kill-taskmanager@12s: recovery" in proc.stderr
+    print(proc.stderr[proc.stderr.index("fault kill-taskmanager@12s: recovery"):].splitlines()[0])
+    # The killed JVM was a TaskManager of this cluster, under its keeper, which started it again;
+    # Flink restored the job from a checkpoint.
+    logs = "".join(log.read_text(errors="replace") for log in info.worker_logs)
+    assert f"(pid {fault['pid']}) exited with code -9" in logs
+    assert "Restoring job" in info.master_log.read_text(errors="replace")
+    _running(info)
+    after = {p.pid for p in taskmanager_jvms(info.master_url)}
+    assert len(after) == 2 and fault["pid"] not in after
+    assert sum(p["restarts"] for p in cluster_status(info.directory)["processes"]) >= 1
+
+
+def test_the_written_flink_run_line_run_by_hand_is_a_validated_run(cluster, tmp_path):
+    info, _ = cluster
+    _running(info)
+    run_dir = tmp_path / "run"
+    harness = _cepkit("pairs", "--engine", "flink", "-c", SHORT_PAIRS, "--master", info.master_url,
+                      "--launch", "external", "--out", run_dir, cwd=tmp_path, wait=False)
+    script = run_dir / "engine" / "flink-run.sh"
+    deadline = time.monotonic() + 120
+    while not script.exists() and time.monotonic() < deadline and harness.poll() is None:
+        time.sleep(0.5)
+    assert script.exists(), harness.communicate()[1][-3000:]
+    # By hand: another directory, a bare environment (no PYTHONPATH, no cepkit variables).
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    by_hand = subprocess.run(["sh", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=900)
+    assert by_hand.returncode == 0, by_hand.stderr[-3000:]
+    assert '"event": "finished"' in by_hand.stdout
+    _, stderr = harness.communicate(timeout=300)
+    assert harness.returncode == 0, stderr[-3000:]
+    _passed(run_dir, stderr)
+    assert "(an engine started outside the harness)" in stderr
+
+
+def test_stop_leaves_no_jobmanager_keeper_taskmanager_or_python_worker(cluster, capsys):
+    info, _ = cluster
+    tree = [psutil.Process(pid) for pid in info.pids]
+    tree += [c for p in tree for c in p.children(recursive=True)]
+    assert main(["cluster", "stop", "--dir", str(info.directory)]) == 0
+    assert f"stopped the cluster {info.master_url}" in capsys.readouterr().err
+    assert [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    assert _cluster_processes(info.directory) == []
+    assert not (info.directory / STATE_FILE).exists()
+    assert cluster_status(info.directory)["state"] == "not running"
+    assert stop_cluster(info.directory) == f"no cluster is running in {info.directory}"
