@@ -70,6 +70,9 @@ class QueryFunction(KeyedProcessFunction):
 
     def __init__(self, queries: tuple, sink: tuple[str, int], attempt: int = 1):
         self.queries, self.sink_address, self.attempt = queries, sink, int(attempt)
+        # J3's database, read where the job is built (the program's environment): a cluster's
+        # Python workers are the TaskManagers' children and do not have the program's environment.
+        self.dsn = os.environ.get("CEPKIT_PG_DSN")
 
     def open(self, runtime_context) -> None:
         self.sink = sink_client(*self.sink_address, self.attempt, runtime_context)
@@ -88,7 +91,7 @@ class QueryFunction(KeyedProcessFunction):
         if self.conn is None:
             import psycopg      # only J3 needs it
 
-            dsn = os.environ.get("CEPKIT_PG_DSN")
+            dsn = self.dsn or os.environ.get("CEPKIT_PG_DSN")
             if not dsn:
                 raise RuntimeError("CEPKIT_PG_DSN is not set (the PostgreSQL connection string for J3)")
             self.conn = psycopg.connect(dsn, autocommit=True)

@@ -336,6 +336,9 @@ class _Run:
             self._end("failed", f"the engine program died {len(self.restarts)} times, more than run.max_restarts = "
                                 f"{self.spec.max_restarts} allows; last: {death.cause}")
             return False
+        note = self.engine.prepare_restart(self.spec, self.program.events.get("started", {}))
+        if note and self.on_event is not None:
+            self.on_event(note)
         attempt = self.program.attempt + 1
         extra, restored = self.engine.restart_args(self.checkpoint_at, attempt, self.heard_checkpoint)
         death.restored_from = restored

@@ -112,3 +112,32 @@ def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -
     if path is None:
         return ["--attempt", str(attempt)], None
     return ["--attempt", str(attempt), "--restore", str(path)], str(path)
+
+
+def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:
+    """Before a restart on a Flink cluster: the dead program's job runs on there (only the client
+    died), keeps sending answers and checkpointing (dropping the checkpoint the restart would
+    restore): cancel it through the JobManager's REST API and wait until it is over (its newest
+    checkpoint is kept: RETAIN_ON_CANCELLATION). Returns what was done, in words."""
+    import json
+    import time
+    import urllib.request
+
+    rest, job = started.get("rest_url"), started.get("query_id")
+    if not spec.master.startswith(FLINK_MASTER_PREFIX) or not rest or not job:
+        return None
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{rest}/jobs/{job}?mode=cancel", method="PATCH"), timeout=5)
+    except OSError as e:
+        return f"could not cancel the dead program's job {job}: {e}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{rest}/jobs/{job}", timeout=5) as r:
+                state = json.loads(r.read().decode("utf-8")).get("state")
+        except (OSError, ValueError):
+            state = None
+        if state in ("CANCELED", "FAILED", "FINISHED"):
+            return f"cancelled the dead program's job {job} on the cluster"
+        time.sleep(0.2)
+    return f"the dead program's job {job} was still running 30 s after its cancel"

@@ -38,3 +38,8 @@ def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -
     """A restarted Spark program needs nothing more: its query recovers from the checkpoint
     directory by itself."""
     return [], "the query's checkpoint"
+
+
+def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:
+    """Nothing to do: a Spark application ends with its driver, on a cluster too."""
+    return None

@@ -28,7 +28,8 @@ from harness.flink_cluster import JOBMANAGER_CLASS, KEEPER, overview
 from kit.errors import CepkitError
 from tests.helpers import SHORT_PAIRS
 
-pytestmark = [pytest.mark.flink, pytest.mark.cluster]
+# `cluster` only: CI's cluster stage runs them, its Flink stage does not run them again.
+pytestmark = [pytest.mark.cluster]
 
 
 @pytest.fixture(scope="module")

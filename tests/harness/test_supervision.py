@@ -48,6 +48,18 @@ def test_every_runner_names_its_engine_jvm_and_its_restart(engine, tmp_path):
     assert r.ENGINE_JVM.startswith("org.apache.") and isinstance(r.REPLAYS_OUTPUTS, bool)
     args, restored = r.restart_args(str(tmp_path / "checkpoint"), 2, None)
     assert isinstance(args, list) and (restored is None or isinstance(restored, str))
+    # Nothing to clean up after a program on a local master (its engine died with it).
+    assert r.prepare_restart(_spec(tmp_path, engine), {"query_id": "x", "rest_url": "http://127.0.0.1:1"}) is None
+
+
+def _spec(tmp_path, engine):
+    from harness.config import DriverConfig
+    from harness.run_spec import EngineRunSpec
+
+    program = tmp_path / "program.py"
+    program.write_text("")
+    return EngineRunSpec(program=program, run_dir=tmp_path / "run", driver=DriverConfig(tmp_path), engine=engine,
+                         master="local[2]")
 
 
 def _checkpoint(root, job, n, complete=True):
