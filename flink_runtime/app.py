@@ -63,6 +63,9 @@ FLINK_CONF = {
     "state.backend.type": "hashmap",
     "rest.bind-address": "127.0.0.1",
     "taskmanager.memory.process.size": "2g",
+    # The REST API's metrics are refreshed this often (Flink's default, 10 s, left four samples in
+    # five of flink_metrics repeating the previous figures).
+    "metrics.fetcher.update-interval": "1 s",
 }
 
 
@@ -110,6 +113,17 @@ class FlinkJob:
         self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
         self.parallelism, self.max_rows, self.attempt = parallelism, max_rows, attempt
         self.client = DriverClient(*driver)
+
+    @property
+    def max_parallelism(self) -> int:
+        """The job's number of key groups: set, or Flink's default for its parallelism."""
+        configured = self.env.get_max_parallelism()
+        if configured and configured > 0:
+            return int(configured)
+        from pyflink.java_gateway import get_gateway
+
+        kg = get_gateway().jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment
+        return int(kg.computeDefaultMaxParallelism(self.parallelism))
 
     def feed(self, transform=None, interval_ms: int | None = None):
         """The harness's events as a DataStream, read every `interval_ms` (flink_runtime/feed.py)."""
@@ -204,12 +218,9 @@ class _Checkpoints:
         self.metrics = None
         self.next_metrics = 0.0
         if rest is not None:
-            try:
-                from flink_runtime.metrics import MetricsPoller
-            except ImportError:         # noqa: the metrics module is optional while it is written
-                MetricsPoller = None
-            if MetricsPoller is not None:
-                self.metrics = MetricsPoller(rest, job_id)
+            from flink_runtime.metrics import MetricsPoller
+
+            self.metrics = MetricsPoller(rest, job_id)
 
     def poll(self, now: float) -> None:
         if self.rest is None:

@@ -39,24 +39,52 @@ _ARROW = {"string": pa.string(), "double": pa.float64(), "int": pa.int32(), "lon
 OUTPUT_ARROW = pa.schema([pa.field(n, _ARROW[t]) for n, t in (c.split() for c in OUTPUT_SCHEMA.split(", "))])
 
 
+def spread_keys(buckets: int, parallelism: int, max_parallelism: int) -> tuple[int, ...]:
+    """Bucket keys that Flink's key groups put on every parallel instance in turn: bucket i on
+    instance i mod parallelism. Keys 0, 1, ... do not spread: PyFlink keys by `Row(k)`, and
+    `KeyGroupRangeAssignment` puts Row(0) and Row(1) on the same one of two instances (measured:
+    the keyed plan ran every bucket in one task). The assignment is Flink's own, asked of the JVM."""
+    from pyflink.java_gateway import get_gateway
+
+    gateway = get_gateway()
+    assign = gateway.jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignKeyToParallelOperator
+    row_of = gateway.jvm.org.apache.flink.types.Row.of
+
+    def instance(k: int) -> int:
+        fields = gateway.new_array(gateway.jvm.java.lang.Object, 1)
+        fields[0] = k
+        return assign(row_of(fields), max_parallelism, parallelism)
+
+    free: dict[int, list[int]] = {}
+    keys, k = [], 0
+    for i in range(buckets):
+        want = i % parallelism
+        while not free.get(want):
+            free.setdefault(instance(k), []).append(k)
+            k += 1
+        keys.append(free[want].pop(0))
+    return tuple(keys)
+
+
 class BucketChunks:
     """The feed's transform: a range of ticks to `{bucket key: partial rows (Arrow)}`."""
 
-    def __init__(self, strategies: tuple, buckets: int):
-        self.strategies, self.buckets = strategies, buckets
+    def __init__(self, strategies: tuple, buckets: int, keys: tuple[int, ...] | None = None):
+        self.strategies, self.buckets, self.keys = strategies, buckets, keys
         self._layout = None
 
     @property
     def layout(self) -> Layout:
         if self._layout is None:
-            self._layout = Layout(self.strategies, self.buckets)
+            self._layout = Layout(self.strategies, self.buckets, self.keys)
         return self._layout
 
     def __getstate__(self):
-        return {"strategies": self.strategies, "buckets": self.buckets}
+        return {"strategies": self.strategies, "buckets": self.buckets, "keys": self.keys}
 
     def __setstate__(self, state):
         self.strategies, self.buckets, self._layout = state["strategies"], state["buckets"], None
+        self.keys = state.get("keys")
 
     def __call__(self, ticks: pa.Table) -> dict:
         partials = self.layout.partials(ticks)
@@ -88,6 +116,7 @@ class BucketFunction(KeyedProcessFunction):
         layout = self.chunks.layout
         self.logic = {k: PairsBucket(b, layout.granule_ms) for k, b in zip(layout.keys, layout.buckets)}
         self.n_keys = len(layout.keys)
+        self.index = {k: i for i, k in enumerate(layout.keys)}
         self.store = _FlinkStore({name: runtime_context.get_state(ValueStateDescriptor(name, Types.PICKLED_BYTE_ARRAY()))
                                   for name in ("open", "books")})
         self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context)
@@ -102,7 +131,7 @@ class BucketFunction(KeyedProcessFunction):
             table = pa.Table.from_pandas(out, schema=OUTPUT_ARROW, preserve_index=False)
             for stream, part in split_streams(table, OUTPUT_STREAMS).items():
                 # One id per (range, bucket): a range's outputs of each bucket are one batch.
-                self.sink.emit(stream, seq * self.n_keys + key, part)
+                self.sink.emit(stream, seq * self.n_keys + self.index[key], part)
         return
         yield  # a generator with no output: the rows went to the sink
 
@@ -129,7 +158,9 @@ class PairsProgram:
 
     def build(self, job) -> dict:
         """The job: the feed's chunks by bucket into the bucket functions; returns the streams."""
-        chunks = BucketChunks(self.strategies, self._bucket_count(job.parallelism))
+        buckets = self._bucket_count(job.parallelism)
+        chunks = BucketChunks(self.strategies, buckets,
+                              spread_keys(buckets, job.parallelism, job.max_parallelism) if buckets > 1 else None)
         sink_host, sink_port = job.sink
         (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())

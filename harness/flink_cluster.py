@@ -139,6 +139,8 @@ def cluster_settings(spec: ClusterSpec, directory: Path, rest_port: int, rpc_por
         "restart-strategy.fixed-delay.delay": RESTART_DELAY,
         "heartbeat.interval": HEARTBEAT_INTERVAL, "heartbeat.timeout": HEARTBEAT_TIMEOUT,
         "io.tmp.dirs": str(directory / "tmp"),
+        # The REST API's metrics refreshed every second (benchmarks/flink_breakdown.py samples them).
+        "metrics.fetcher.update-interval": "1 s",
         # The Python workers' interpreter: the Flink environment's (a job may set its own).
         "python.executable": python, "python.client.executable": python,
     }
