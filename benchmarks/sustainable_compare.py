@@ -5,8 +5,8 @@ search of cepkit_app/pipelines/sustainable.py that `cepkit micro --sustainable` 
 Karimov et al.): fixed-rate steps of --step-seconds at a constant rate, x --growth up while the
 engine keeps up and down while it does not, then bisecting until the bracket is within
 --precision, then a confirming run at --confirm-fraction of the rate found; a step keeps up when
-its run completes (the backlog never stayed above q^b) and the largest backlog over the steady
-tail stays at or below q^a. Every step is validated. The workloads, each the first workload of its
+its run completes (the backlog never stayed above q^b), the largest backlog over the steady tail
+stays at or below q^a and the median latency of the tail's answers at or below q^b seconds. Every step is validated. The workloads, each the first workload of its
 quick suite (kit/specs/suites/NAME-quick.xml) whose queries are all of the kind (KINDS):
 
     Q1  filtering      filtering-selectivity-5pct                 filter

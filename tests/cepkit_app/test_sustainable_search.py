@@ -160,7 +160,7 @@ def test_tail_latency_is_the_median_of_the_outputs_in_the_steady_tail(tmp_path):
 def test_a_step_whose_outputs_queue_inside_the_engine_is_not_sustainable(tmp_path):
     def run_step(workload, step_dir, run_changes, validate):
         rate = workload.load.rate_eps
-        _step_with_outputs(step_dir, [3000 if rate > 1500 else 50] * 3)
+        _step_with_outputs(step_dir, [12_000 if rate > 1500 else 50] * 3)
         return SimpleNamespace(status="completed", message="", verdict="PASSED", p50_ms=100, p99_ms=200,
                                peak_rss_mib=900.0, mean_cpu_percent=150.0, state_mib=None, latency_count=3,
                                p99_ci_low_ms=None, p99_ci_high_ms=None)
@@ -168,7 +168,7 @@ def test_a_step_whose_outputs_queue_inside_the_engine_is_not_sustainable(tmp_pat
     result = find_sustainable_rate(run_step, WORKLOAD, tmp_path / "search",
                                    SearchConfig(start_rate_eps=1000, max_steps=6, precision=1.5))
     late = [s for s in result.steps if not s.sustainable]
-    assert late and all("median latency 3," in s.reason and "> 2,000 ms" in s.reason for s in late)
+    assert late and all("median latency 12," in s.reason and "> q^b = 10,000 ms" in s.reason for s in late)
     assert all(50 <= s.tail_p50_ms < 550 for s in result.steps if s.sustainable)
     assert result.confirmed and result.sustainable_eps <= 1500
 
