@@ -146,6 +146,7 @@ def test_a_commit_by_time_covers_the_reads_answered_before_it_since_the_restore(
         time.sleep(0.01)
         c.read(100, 200)                                           # after the trigger: not covered
         assert c.commit_reads(trigger) == 100
+        time.sleep(0.01)                                           # the dead job's last read is before the restore
         restored = time.time_ns() // 1_000_000
         time.sleep(0.01)
         c.read(50, 80)                                             # a restored job reads again from 50
