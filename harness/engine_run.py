@@ -305,7 +305,7 @@ class _Run:
         program._reader.join(timeout=5)     # its last lines (failed / stopped) are read
         gone = self.jvm.gone()
         kill = next((r for r in reversed(self.faults.records) if r.kind == "kill-engine" and r.at_ms is not None
-                     and r.restarted_ms is None and r.pid == self.jvm.pid), None)
+                     and r.restarted_ms is None), None)
         error = last_error_line(program.log_path)
         cause = death_cause(rc, program.events, gone, error)
         if kill is not None:

@@ -87,6 +87,7 @@ def _result(run) -> EngineRunResult:
 def _write_run_json(run, result: EngineRunResult) -> None:
     stats = run.final_stats or run.last_stats or {}
     program = run.program
+    sink = run.sink.stats() if run.sink is not None else None     # once: it takes the sink's lock
     record = {
         "kind": "cepkit.engine-run", "schema_version": 1,
         "status": result.status, "reason": result.message,
@@ -102,11 +103,10 @@ def _write_run_json(run, result: EngineRunResult) -> None:
                                                               else None),
                       "samples": run.sampler.samples if run.sampler else 0,
                       "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
-        "latency": run.sink.stats()["latency"] if run.sink else None,
+        "latency": sink["latency"] if sink else None,
         # Re-sent batches the sink dropped by id, and a restored Flink job's replayed answers it
         # dropped by content (harness/replay_filter.py).
-        "sink": {k: run.sink.stats()[k] for k in ("emits", "duplicates", "replayed_rows_dropped")} if run.sink
-        else None,
+        "sink": {k: sink[k] for k in ("emits", "duplicates", "replayed_rows_dropped")} if sink else None,
         "engine": {k: v for k, v in (program.events if program else {}).items()},
         "engine_exit_code": program.poll() if program else None,
         "engine_attempts": program.attempt if program else None,
