@@ -36,7 +36,7 @@ from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
-from runtime_common.program_args import conf_pairs, host_port
+from runtime_common.program_args import conf_pairs, host_port, program_secret
 
 POLL_S = 0.2
 PROGRESS_S = 1.0
@@ -109,10 +109,13 @@ class FlinkJob:
     """What `build` gets: the environments, the feed and the outputs of one job."""
 
     def __init__(self, env, tables, driver: tuple[str, int], sink: tuple[str, int], parallelism: int,
-                 max_rows: int, attempt: int = 1):
+                 max_rows: int, attempt: int = 1, secret: str | None = None):
         self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
         self.parallelism, self.max_rows, self.attempt = parallelism, max_rows, attempt
-        self.client = DriverClient(*driver)
+        # The run's secret: every Python function that talks to the feed or the sink carries it in
+        # its pickled state (a cluster's TaskManagers do not have the program's environment).
+        self.secret = secret
+        self.client = DriverClient(*driver, secret=secret)
 
     @property
     def max_parallelism(self) -> int:
@@ -130,7 +133,7 @@ class FlinkJob:
         from flink_runtime.feed import POLL_MS, feed_stream
 
         return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows,
-                           POLL_MS if interval_ms is None else interval_ms)
+                           POLL_MS if interval_ms is None else interval_ms, secret=self.secret)
 
     def output(self, table, streams: Mapping[str, Sequence[str]]) -> None:
         """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink."""
@@ -142,7 +145,8 @@ class FlinkJob:
         types = logical_columns(table)
         schemas = {name: [(c, types[c]) for c in cols] for name, cols in streams.items()}
         (self.tables.to_data_stream(table)
-            .flat_map(RowEmitter(*self.sink, dict(streams), schemas, self.attempt), output_type=Types.INT())
+            .flat_map(RowEmitter(*self.sink, dict(streams), schemas, self.attempt, secret=self.secret),
+                      output_type=Types.INT())
             .name("cepkit sink: " + ", ".join(streams)))
 
 
@@ -199,8 +203,8 @@ def _savepoint(client, directory: str) -> None:
     client._j_job_client.triggerSavepoint(directory, native).get()
 
 
-def _sink_rows(sink: tuple[str, int]) -> int:
-    with SinkClient(*sink) as client:
+def _sink_rows(sink: tuple[str, int], secret: str | None) -> int:
+    with SinkClient(*sink, secret=secret) as client:
         return int(client.stats()["total_rows"])
 
 
@@ -214,6 +218,7 @@ class _Checkpoints:
     def __init__(self, rest: str | None, job_id: str, driver: DriverClient, started_ms: int):
         self.rest, self.job_id, self.driver, self.started_ms = rest, job_id, driver, started_ms
         self.last_id: int | None = None
+        self.restored_ms: int | None = None      # when Flink last restored the job (REST), if ever
         self.next_poll = 0.0
         self.metrics = None
         self.next_metrics = 0.0
@@ -231,6 +236,7 @@ class _Checkpoints:
             self.next_poll = now + CHECKPOINT_POLL_S
             try:
                 done, restored_ms = latest_checkpoint(self.rest, self.job_id)
+                self.restored_ms = restored_ms or self.restored_ms
             except RestError:
                 done = None             # asked again next time; a dead job is seen by _job_failed
             if done is not None and done["id"] != self.last_id:
@@ -247,7 +253,7 @@ class _Checkpoints:
 
 
 def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints: str,
-           checkpoints: _Checkpoints) -> int:
+           checkpoints: _Checkpoints, secret: str | None = None) -> int:
     """Follow the job until every event is through it (see the module doc); returns the exit code."""
     last_progress, polls = 0.0, 0
     while not stop.wait(POLL_S):
@@ -261,16 +267,36 @@ def _watch(client, driver: DriverClient, sink, stop: threading.Event, savepoints
         if now - last_progress >= PROGRESS_S:
             emit("progress", batch_id=polls, end_offset=stats["pulled"], duration_ms=0, input_rows=stats["pulled"])
             last_progress, polls = now, polls + 1
-        if stats["finished"] and stats["pulled"] >= stats["total_events"]:
-            for _ in range(2):
-                time.sleep(2 * WATERMARK_INTERVAL_MS / 1000.0)
-                _savepoint(client, savepoints)
+        if stats["finished"] and stats["pulled"] >= stats["total_events"] and _read_all(driver, checkpoints,
+                                                                                       stats["total_events"]):
+            restored = checkpoints.restored_ms
+            try:
+                for _ in range(2):
+                    time.sleep(2 * WATERMARK_INTERVAL_MS / 1000.0)
+                    _savepoint(client, savepoints)
+            except Exception as e:  # noqa: BLE001 - Flink is restoring the job (a lost TaskManager)
+                if _job_failed(client) is None:
+                    emit("note", message=f"the closing savepoint failed while Flink restores the job: "
+                                         f"{one_line(str(e))[:200]}; waiting for the restored job")
+                    continue
+                raise
+            checkpoints.poll(time.monotonic() + CHECKPOINT_POLL_S)
+            if checkpoints.restored_ms != restored:
+                continue        # restored meanwhile: the restored job reads the rest again first
             time.sleep(0.2)      # the emitters' flush threads hand over their last rows
             # No micro-batches in Flink: `batches` is left out (specs/ENGINES.md).
-            emit("finished", batches=None, output_rows=_sink_rows(sink), end_offset=stats["pulled"],
+            emit("finished", batches=None, output_rows=_sink_rows(sink, secret), end_offset=stats["pulled"],
                  last_batch_id=None)
             return 0
     raise _StopRequested()
+
+
+def _read_all(driver: DriverClient, checkpoints: _Checkpoints, total: int) -> bool:
+    """Whether the job has read every event since Flink last restored it (always, if never)."""
+    checkpoints.poll(time.monotonic() + CHECKPOINT_POLL_S)       # the restore time, fresh
+    if checkpoints.restored_ms is None:
+        return True
+    return driver.read_end_since(checkpoints.restored_ms) >= total
 
 
 def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | None = None,
@@ -292,6 +318,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         sink = host_port("--sink", args.sink)
         parallelism_of(args.master)
         conf_pairs(args.conf)
+        secret = program_secret()         # from the environment, once (runtime_common/program_args.py)
     except CepkitError as e:
         emit("failed", message=str(e))
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
@@ -304,7 +331,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         flink_conf = {**(flink_conf or {}), "execution.state-recovery.path": args.restore}
     try:
         env, tables, parallelism, settings = make_job(args, flink_conf)
-        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt)
+        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt, secret)
         streams = build(job)
         if not isinstance(streams, Mapping) or not streams:
             raise CepkitError("build(job) must return the stream map {stream: [columns]}")
@@ -331,7 +358,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
              attempt=args.attempt, restored_from=args.restore,
              streams={k: list(v) for k, v in streams.items()})
         return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"],
-                      _Checkpoints(rest, job_id, job.client, submitted_ms))
+                      _Checkpoints(rest, job_id, job.client, submitted_ms), secret)
     except _StopRequested:
         running.set()
         emit("stopped", batches=0, output_rows=0)

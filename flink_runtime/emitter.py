@@ -13,6 +13,9 @@ collide across instances. Every send carries the sender's *epoch* (`sink_client`
 attempt and Flink's attempt of the task. A job restored from a checkpoint numbers its sends afresh
 in a new epoch, and sends again the answers of the events after that checkpoint: the sink drops
 those (harness/replay_filter.py).
+
+Every sender carries the run's secret (kit/wire/auth.py) in its pickled state, given where the job
+is built: a cluster's Python workers do not have the program's environment.
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ def arrow_schema(columns) -> pa.Schema:
     return pa.schema([pa.field(name, _ARROW[logical]) for name, logical in columns])
 
 
-def sink_client(host: str, port: int, attempt: int, runtime_context) -> SinkClient:
-    """A sink client whose sends carry this task's epoch: `<program attempt>.<task attempt>`."""
-    return SinkClient(host, int(port), epoch=f"{int(attempt)}.{runtime_context.get_attempt_number()}")
+def sink_client(host: str, port: int, attempt: int, runtime_context, secret: str | None = None) -> SinkClient:
+    """A sink client whose sends carry this task's epoch: `<program attempt>.<task attempt>.<subtask>`
+    (the sink tells a restored job's replays by the first two, and follows each subtask's replay
+    apart: harness/replay_filter.py), and which presents the run's secret."""
+    epoch = (f"{int(attempt)}.{runtime_context.get_attempt_number()}."
+             f"{runtime_context.get_index_of_this_subtask()}")
+    return SinkClient(host, int(port), epoch=epoch, secret=secret)
 
 
 def send_rows(sink: SinkClient, batch_id: int, rows_by_stream: dict, schemas: dict) -> int:
@@ -68,13 +75,15 @@ class RowEmitter(FlatMapFunction):
     """The end of an output stream: rows with a `stream` field and the union of the streams'
     columns in; nothing out (each row goes to the harness sink)."""
 
-    def __init__(self, sink_host: str, sink_port: int, streams: dict, schemas: dict, attempt: int = 1):
+    def __init__(self, sink_host: str, sink_port: int, streams: dict, schemas: dict, attempt: int = 1,
+                 secret: str | None = None):
         self.sink_host, self.sink_port, self.attempt = sink_host, int(sink_port), int(attempt)
+        self.secret = secret
         self.streams = {name: list(cols) for name, cols in streams.items()}
         self.schema_columns = {name: list(cols) for name, cols in schemas.items()}   # (name, logical type)
 
     def open(self, runtime_context) -> None:
-        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context)
+        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context, self.secret)
         self.schemas = {name: arrow_schema(cols) for name, cols in self.schema_columns.items()}
         self.index = runtime_context.get_index_of_this_subtask()
         self.parallelism = runtime_context.get_number_of_parallel_subtasks()

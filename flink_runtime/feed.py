@@ -64,12 +64,14 @@ def with_offsets(table: pa.Table, start: int, resp_served: np.ndarray) -> pa.Tab
 class FeedPuller(KeyedProcessFunction):
     """Pulls released events from the driver every `interval_ms` (see the module doc)."""
 
-    def __init__(self, host: str, port: int, transform=None, max_rows: int = 65536, interval_ms: int = POLL_MS):
+    def __init__(self, host: str, port: int, transform=None, max_rows: int = 65536, interval_ms: int = POLL_MS,
+                 secret: str | None = None):
         self.host, self.port, self.transform, self.max_rows = host, int(port), transform, max_rows
         self.interval_ms = max(1, int(interval_ms))
+        self.secret = secret        # pickled with the function: its worker may be on another host
 
     def open(self, runtime_context) -> None:
-        self.client = DriverClient(self.host, self.port)
+        self.client = DriverClient(self.host, self.port, secret=self.secret)
         self.next = runtime_context.get_state(ValueStateDescriptor("next", Types.LONG()))
         self.seq = runtime_context.get_state(ValueStateDescriptor("seq", Types.LONG()))
         self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
@@ -137,7 +139,7 @@ def trigger_stream(tables):
 
 
 def feed_stream(tables, host: str, port: int, schema: pa.Schema, transform=None, max_rows: int = 65536,
-                interval_ms: int = POLL_MS):
+                interval_ms: int = POLL_MS, secret: str | None = None):
     """The feed as a DataStream: event Rows (named as `event_fields`), or with `transform` the
     chunk Rows `(key, seq, payload)` (see the module doc). The feed is read every `interval_ms`: a
     transform's work per range is mostly fixed cost, so ranges of a few events would be wasted."""
@@ -149,5 +151,5 @@ def feed_stream(tables, host: str, port: int, schema: pa.Schema, transform=None,
     # One key: the feed is one sequence of offsets, read by one puller in order.
     return (trigger_stream(tables)
             .key_by(lambda _row: 0, key_type=Types.INT())
-            .process(FeedPuller(host, port, transform, max_rows, interval_ms), output_type=out_type)
+            .process(FeedPuller(host, port, transform, max_rows, interval_ms, secret), output_type=out_type)
             .name("cepkit feed").set_parallelism(1))

@@ -68,14 +68,15 @@ class Explode(FlatMapFunction):
 class QueryFunction(KeyedProcessFunction):
     """The Python queries, one per key (see the module doc); rows straight to the harness sink."""
 
-    def __init__(self, queries: tuple, sink: tuple[str, int], attempt: int = 1):
+    def __init__(self, queries: tuple, sink: tuple[str, int], attempt: int = 1, secret: str | None = None):
         self.queries, self.sink_address, self.attempt = queries, sink, int(attempt)
+        self.secret = secret        # the run's, pickled with the function (as the DSN below, and why)
         # J3's database, read where the job is built (the program's environment): a cluster's
         # Python workers are the TaskManagers' children and do not have the program's environment.
         self.dsn = os.environ.get("CEPKIT_PG_DSN")
 
     def open(self, runtime_context) -> None:
-        self.sink = sink_client(*self.sink_address, self.attempt, runtime_context)
+        self.sink = sink_client(*self.sink_address, self.attempt, runtime_context, self.secret)
         self.cores = {i: CORES[q["kind"]](q) for i, q in enumerate(self.queries) if q["kind"] in CORES}
         self.schemas = {i: arrow_schema(list(zip(q["fields"], q["types"])) + [("ingestTS", "long")])
                         for i, q in enumerate(self.queries)}
@@ -136,7 +137,7 @@ class MicroProgram:
             # Parallelism 1 up to the shuffle: the feed's order of ranges must reach each key as read.
             (chunks.filter(lambda c: c[0] != SQL_EVENTS).set_parallelism(1)
                 .key_by(lambda c: c[0], key_type=Types.INT())
-                .process(QueryFunction(python_queries, job.sink, job.attempt), output_type=Types.INT())
+                .process(QueryFunction(python_queries, job.sink, job.attempt, job.secret), output_type=Types.INT())
                 .name("cepkit python queries: " + ", ".join(q["id"] for q in python_queries)))
             streams.update({q["id"]: [*q["fields"], "ingestTS"] for q in python_queries})
         if self.sql:

@@ -108,9 +108,11 @@ class _FlinkStore:
 class BucketFunction(KeyedProcessFunction):
     """One bucket of strategies per key, over the feed's chunks (see the module doc)."""
 
-    def __init__(self, chunks: BucketChunks, sink_host: str, sink_port: int, attempt: int = 1):
+    def __init__(self, chunks: BucketChunks, sink_host: str, sink_port: int, attempt: int = 1,
+                 secret: str | None = None):
         self.chunks, self.sink_host, self.sink_port = chunks, sink_host, int(sink_port)
         self.attempt = int(attempt)
+        self.secret = secret        # the run's, pickled with the function: its worker may be on another host
 
     def open(self, runtime_context) -> None:
         layout = self.chunks.layout
@@ -119,7 +121,7 @@ class BucketFunction(KeyedProcessFunction):
         self.index = {k: i for i, k in enumerate(layout.keys)}
         self.store = _FlinkStore({name: runtime_context.get_state(ValueStateDescriptor(name, Types.PICKLED_BYTE_ARRAY()))
                                   for name in ("open", "books")})
-        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context)
+        self.sink = sink_client(self.sink_host, self.sink_port, self.attempt, runtime_context, self.secret)
 
     def close(self) -> None:
         self.sink.close()
@@ -164,6 +166,6 @@ class PairsProgram:
         sink_host, sink_port = job.sink
         (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())
-            .process(BucketFunction(chunks, sink_host, sink_port, job.attempt), output_type=Types.INT())
+            .process(BucketFunction(chunks, sink_host, sink_port, job.attempt, job.secret), output_type=Types.INT())
             .name("cepkit pairs buckets"))
         return OUTPUT_STREAMS

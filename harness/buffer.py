@@ -79,6 +79,7 @@ class ReleaseBuffer:
         # (wall ms, stop) of recent reads: an engine that learns of its checkpoints by time (Flink)
         # commits "every read answered before the checkpoint's trigger" (commit_reads).
         self._read_log: deque[tuple[int, int]] = deque(maxlen=READ_LOG_MAX)
+        self._committed_after_ms: int | None = None     # the after_ms of the last commit by time
         self.served_rows = 0             # counts re-reads too
         self.reads = 0
         self.retained_from = 0
@@ -116,9 +117,18 @@ class ReleaseBuffer:
             ends = [stop for ms, stop in self._read_log if after_ms <= ms < before_ms]
             if ends:
                 self.committed = max(self.committed or 0, min(max(ends), self.released))
+                self._committed_after_ms = after_ms
             while self._read_log and self._read_log[0][0] < before_ms:
                 self._read_log.popleft()
             return self.committed
+
+    def read_end_since(self, after_ms: int) -> int:
+        """How far the reads answered at or after `after_ms` reached (a job restored then: has it
+        read everything again?); a commit made for reads since then counts too."""
+        with self.cond:
+            ends = [stop for ms, stop in self._read_log if ms >= after_ms]
+            since = self._committed_after_ms is not None and self._committed_after_ms >= after_ms
+            return max([*ends, self.committed if since and self.committed is not None else 0])
 
     def publish(self, released: int) -> None:
         with self.cond:

@@ -5,6 +5,10 @@ This module runs one until it is stopped: `run_driver(cfg)` in-process, or as it
 prints one JSON line when ready and one when stopped, and stops on SIGTERM or SIGINT. The driver
 itself, its threads and how it answers requests, is `Driver` in harness.playback;
 specs/DRIVER.md describes the clocks, stamping, retention and the protocol.
+
+As its own process it takes the run's secret from its environment (`CEPKIT_SECRET`, never an
+argument: argv is readable by every user) and then serves only connections that present it; each
+connection it refuses is one line in `--log FILE` (the run's logs/harness.log), else on stderr.
 """
 
 from __future__ import annotations
@@ -20,16 +24,20 @@ from pathlib import Path
 
 from harness.config import DriverConfig
 from harness.playback import Driver
+from harness.server import log_to
 from kit.errors import CepkitError
+from kit.wire.auth import secret_from_env
 
 
 def run_driver(cfg: DriverConfig, *, on_ready: Callable[[dict], None] | None = None,
                stop: threading.Event | None = None, exit_when_drained: bool = False,
-               tune_process: bool = False) -> dict:
+               tune_process: bool = False, secret: str | None = None,
+               on_refused: Callable[[str], None] | None = None) -> dict:
     """Run a driver until `stop` is set (or, with `exit_when_drained`, until every event was
-    released and pulled); returns the final stats. A dataset error ends it with CepkitError."""
+    released and pulled); returns the final stats. A dataset error ends it with CepkitError.
+    `secret` and `on_refused`: see harness.playback.Driver."""
     stop = stop or threading.Event()
-    with Driver(cfg, tune_process=tune_process) as drv:
+    with Driver(cfg, tune_process=tune_process, secret=secret, on_refused=on_refused) as drv:
         if on_ready is not None:
             on_ready({"event": "ready", "host": drv.host, "port": drv.port, "pid": os.getpid(), **drv.info()})
         while not stop.wait(0.05):
@@ -61,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--exit-when-drained", action="store_true",
                     help="exit once every event was released and pulled (default: run until SIGTERM/SIGINT)")
     ap.add_argument("--ready-file", help="also write the ready line to this file (atomically)")
+    ap.add_argument("--log", metavar="FILE",
+                    help="append one line per refused connection to this file (default: stderr)")
     return ap
 
 
@@ -93,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = config_from_args(args)
+        refused = log_to(Path(args.log)) if args.log else lambda line: print(line, file=sys.stderr, flush=True)
         stats = run_driver(cfg, on_ready=ready, stop=stop, exit_when_drained=args.exit_when_drained,
-                           tune_process=True)
+                           tune_process=True, secret=secret_from_env(), on_refused=refused)
     except (CepkitError, json.JSONDecodeError) as e:
         print(f"cepkit driver: error: {e}", file=sys.stderr, flush=True)
         return CepkitError.exit_code

@@ -24,18 +24,20 @@ from pathlib import Path
 
 from harness.engine_process import EngineProcess, last_error_line
 from harness.fault_injection import FaultInjector, engine_jvm, find_program
-from harness.launch import checkpoint_location, program_args, program_env, runtime_zip
+from harness.launch import checkpoint_location, program_args, program_env, runtime_zip, secret_file, write_secret_file
 from harness.runners import runner
 from harness.process import DriverProcess
 from harness.run_finish import finish_run, write_json
 from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
+from harness.server import log_to
 from harness.sink import SinkServer
 from harness.supervision import EXIT_AFTER_DEATH_S, JvmWatch, Restart, death_cause
-from kit.faults import DEATH
+from kit.faults import DEATH, HOST_FAULTS
 from harness.versions import machine, versions
 from kit.atomic import atomic_write
 from kit.errors import CepkitError
+from kit.wire.auth import SECRET_ENV, new_secret
 from kit.wire.feed_client import DriverClient
 
 MONITOR_S = 1.0
@@ -68,7 +70,7 @@ class _Run:
         self.on_progress = on_progress
         self.on_event = on_event
         self.engine = runner(spec.engine)
-        self.faults = FaultInjector(spec.faults, self.engine.ENGINE_JVM)
+        self.faults = FaultInjector(spec.faults, self.engine.ENGINE_JVM, spec.fault_command, spec.run_dir / "logs")
         self.restarts: list[Restart] = []
         self.jvm = JvmWatch()
         self.jvm_gone_at: float | None = None
@@ -93,6 +95,10 @@ class _Run:
         self.class_archive: str | None = None
         self.local_fs_jar: str | None = None
         self.script: Path | None = None
+        # Who may connect to the feed and the sink (specs/DRIVER.md): only in the servers, the
+        # clients and the program's environment; never in a file but `engine/secret` (external).
+        self.secret = new_secret()
+        self.secret_file: Path | None = None
 
     # ---- start ---------------------------------------------------------------------------------
 
@@ -106,13 +112,17 @@ class _Run:
         write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, host=spec.driver.host,
                                roll_rows=spec.roll_rows, streams=spec.output_schemas,
-                               replay_filter=self.engine.REPLAYS_OUTPUTS)
-        self.driver = DriverProcess(spec.driver)     # the feed runs in cepkit's own environment, not the engine's
+                               replay_filter=self.engine.REPLAYS_OUTPUTS, secret=self.secret,
+                               on_refused=log_to(logs / "harness.log"))
+        # The feed runs in cepkit's own environment, not the engine's.
+        self.driver = DriverProcess(spec.driver, secret=self.secret, log=logs / "harness.log")
         self.client = self.driver.client(host=_connect_host(spec.driver.host))
         self.checkpoint_at = checkpoint_location(spec, spec.run_dir)
         args = program_args(spec, self.driver.port, self.sink.port, self.checkpoint_at, runtime_zip(spec))
         self.env = program_env(spec)
         launch = self.engine.launch(spec, args, self.env)
+        if spec.launch == "external":      # before the script: whoever sees the script finds it
+            self.secret_file = write_secret_file(secret_file(spec), self.secret)
         script = spec.run_dir / launch.script_name
         atomic_write(script, launch.script)
         script.chmod(0o755)
@@ -133,7 +143,8 @@ class _Run:
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
 
     def _launch(self, attempt: int, extra_args: list[str] = ()) -> None:
-        self.program = EngineProcess([*self.command, *extra_args], {**os.environ, **self.env}, self.spec.run_dir,
+        env = {**os.environ, **self.env, SECRET_ENV: self.secret}     # never in self.env: that is in the script
+        self.program = EngineProcess([*self.command, *extra_args], env, self.spec.run_dir,
                                      self.dirs["logs"], attempt, on_event=self._heard)
         self.jvm = JvmWatch()
         self.jvm_gone_at = None
@@ -283,7 +294,8 @@ class _Run:
                 self._end("failed", f"fault {fault.text}: {record.note}")
                 return False
             if self.on_event is not None:
-                self.on_event(f"fault {fault.text}: killed {record.target} (pid {record.pid})")
+                done = "started" if fault.kind in HOST_FAULTS else "killed"
+                self.on_event(f"fault {fault.text}: {done} {record.target} (pid {record.pid})")
         return True
 
     def _watch_jvm(self) -> None:

@@ -7,14 +7,19 @@ class). The program then fails and exits; the harness restarts it from its check
 offset and the sink drops what it already holds (Spark's re-run batches by id, a restored Flink
 job's replayed answers by harness/replay_filter.py). `kill-executor`: SIGKILL of one executor JVM of the run's
 application on this machine (a standalone cluster's `CoarseGrainedExecutorBackend`); Spark reruns
-the lost tasks. Each fault is recorded with the wall-clock time of the kill; the validator measures
-the recovery from the output log (specs/VALIDATION.md, "Recovery").
+the lost tasks. Host faults (`cut-link`, `kill-worker`) strike a worker host the harness cannot
+reach itself: the run's fault command is started with the kind as its last argument (its output in
+`logs/fault-N.log`) and left to do its work (a cut link stays cut for a while, then the command
+mends it); the harness waits for it at the run's end. Each fault is recorded with the wall-clock
+time of the kill (of the command's start); the validator measures the recovery from the output log
+(specs/VALIDATION.md, "Recovery").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import signal
+import subprocess
 from dataclasses import dataclass
 
 from pathlib import Path
@@ -22,9 +27,11 @@ from pathlib import Path
 import psutil
 
 from harness.resources import now_ms
-from kit.faults import FLINK_MASTER_PREFIX, Fault
+from kit.faults import FLINK_MASTER_PREFIX, HOST_FAULTS, Fault
 
 EXECUTOR_JVM = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+# How long the run's end waits for a host fault's command still at work (a link cut mends itself).
+HOST_FAULT_WAIT_S = 120.0
 TASKMANAGER_JVM = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 
 
@@ -126,10 +133,53 @@ def find_program(program) -> int | None:
 class FaultInjector:
     """The run's faults: which are due, the kills, and the restarts they call for."""
 
-    def __init__(self, faults: tuple[Fault, ...], engine_class: str):
+    def __init__(self, faults: tuple[Fault, ...], engine_class: str, command: tuple[str, ...] = (),
+                 log_dir: Path | None = None):
         self.pending = list(faults)
         self.engine_class = engine_class
+        self.command, self.log_dir = tuple(command), log_dir
         self.records: list[FaultRecord] = []
+        self._commands: list[tuple[FaultRecord, subprocess.Popen]] = []
+
+    def _strike_host(self, fault: Fault, record: FaultRecord) -> FaultRecord:
+        """Start the fault command for `fault`; it runs on while the harness goes on."""
+        n = len(self._commands) + 1
+        log = (self.log_dir or Path(".")) / f"fault-{n}.log"
+        argv = [*self.command, fault.kind]
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "w", encoding="utf-8") as out:
+                record.at_ms = now_ms()
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        except OSError as e:
+            record.at_ms, record.note = None, f"the fault command {argv[0]} could not start: {e.strerror or e}"
+        else:
+            record.pid, record.target = proc.pid, f"{fault.kind} by {' '.join(argv)} (output in {log})"
+            self._commands.append((record, proc))
+        self.records.append(record)
+        return record
+
+    def wait_commands(self, timeout_s: float = HOST_FAULT_WAIT_S) -> list[FaultRecord]:
+        """Wait for the host faults' commands still at work; end those that outlast `timeout_s`.
+        The records of commands that failed or had to be ended, each with a note saying so."""
+        import time
+
+        noted, deadline = [], time.monotonic() + timeout_s
+        for record, proc in self._commands:
+            try:
+                rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                record.note = f"its command was still at work {timeout_s:g} s after the run's end and was ended"
+                noted.append(record)
+                continue
+            if rc != 0:
+                record.note = f"its command exited with code {rc}; see {record.target}"
+                noted.append(record)
+        self._commands = []
+        return noted
 
     def due(self, elapsed_s: float) -> list[Fault]:
         out = [f for f in self.pending if f.at_s <= elapsed_s]
@@ -138,6 +188,8 @@ class FaultInjector:
 
     def inject(self, fault: Fault, program_processes: list[psutil.Process], app_id: str | None) -> FaultRecord:
         record = FaultRecord(fault.text, fault.kind, fault.at_s)
+        if fault.kind in HOST_FAULTS:
+            return self._strike_host(fault, record)
         if fault.kind == "kill-engine":
             targets = [p for p in [engine_jvm(program_processes, self.engine_class)] if p is not None]
         elif fault.kind == "kill-taskmanager":       # one TaskManager of the run's Flink cluster
@@ -159,12 +211,14 @@ class FaultInjector:
         return record
 
     def close(self) -> list[FaultRecord]:
-        """The run is over: faults still pending were never injected; they are recorded as such."""
+        """The run is over: faults still pending were never injected; they are recorded as such.
+        Host faults' commands still at work are waited for (their failures noted on their records)."""
+        noted = self.wait_commands()
         left = [FaultRecord(f.text, f.kind, f.at_s, note="not injected: the run ended before its time")
                 for f in self.pending]
         self.pending = []
         self.records += left
-        return left
+        return noted + left
 
     def log_entries(self) -> list[dict]:
         """The faults as the output log records them (specs/OUTPUT_LOG.md)."""

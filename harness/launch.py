@@ -6,6 +6,11 @@ it to `engine/spark-submit.sh` in every run). Both hand the program the same arg
 feed and the sink are (the advertised host and the ports the harness got), the checkpoint
 location, the plan settings, and the engine's runtime as a zip that Spark ships to its executors
 (`--py-files`), so executors need no checkout of cepkit.
+
+Neither way carries the run's secret (kit/wire/auth.py) in the command or the script: the harness
+puts it in the program's environment (`CEPKIT_SECRET`), and a by-hand script reads it from there
+or, for `launch = "external"`, from `engine/secret` (mode 0600), which the harness writes while
+the run waits for the engine and removes when the run ends.
 """
 
 from __future__ import annotations
@@ -17,9 +22,38 @@ from pathlib import Path
 
 from harness.run_spec import EngineRunSpec
 from harness.runtime_archive import package_dir, write_runtime_archive
+from kit.wire.auth import SECRET_ENV
 
 RUNTIME_ZIP = "runtime.zip"
 SUBMIT_SCRIPT = "spark-submit.sh"
+# Beside the by-hand script, while an external launch waits: the run's secret (see the module doc).
+SECRET_FILE = "secret"
+
+
+def secret_file(spec: EngineRunSpec) -> Path:
+    return spec.run_dir.absolute() / SECRET_FILE
+
+
+def write_secret_file(path: Path, secret: str) -> Path:
+    """The secret for an external launch's script: created 0600 (never wider, not even for a
+    moment) and never over an existing file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return path
+
+
+def secret_lines(path: Path) -> list[str]:
+    """A by-hand script's lines that give the program the run's secret: `CEPKIT_SECRET` as the
+    caller has it, else the file an external launch writes; neither (a feed without a secret):
+    none, and the program connects without one."""
+    quoted = shlex.quote(str(path))
+    return ["# The run's secret: CEPKIT_SECRET if set, else the file the harness writes while an external",
+            "# launch waits (specs/DRIVER.md, \"Who may connect\"). Never written into this script.",
+            f"if [ -z \"${{{SECRET_ENV}:-}}\" ] && [ -r {quoted} ]; then",
+            f"  {SECRET_ENV}=$(cat {quoted})",
+            f"  export {SECRET_ENV}",
+            "fi"]
 
 
 def checkpoint_location(spec: EngineRunSpec, run_dir: Path) -> str:
@@ -81,7 +115,8 @@ def spark_submit_command(spec: EngineRunSpec, args: list[str], conf) -> list[str
     """The same program through spark-submit; the program takes spark-submit's master and conf."""
     py_files = args[args.index("--py-files") + 1] if "--py-files" in args else None
     cmd = [spark_submit(spec.python), "--master", spec.master, "--name", spec.program.stem,
-           "--conf", f"spark.pyspark.python={spec.python}", "--conf", f"spark.pyspark.driver.python={spec.python}"]
+           "--conf", f"spark.pyspark.python={spec.worker_python or spec.python}",
+           "--conf", f"spark.pyspark.driver.python={spec.python}"]
     for key, value in conf:
         cmd += ["--conf", f"{key}={value}"]
     if py_files is not None:
@@ -89,14 +124,16 @@ def spark_submit_command(spec: EngineRunSpec, args: list[str], conf) -> list[str
     return cmd + [str(spec.program.resolve()), *args]
 
 
-def submit_script(cmd: list[str], env: dict[str, str]) -> str:
+def submit_script(cmd: list[str], env: dict[str, str], secret_at: Path) -> str:
     """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports). The
-    runtime reaches the program and the executors through --py-files, so no PYTHONPATH is set."""
+    runtime reaches the program and the executors through --py-files, so no PYTHONPATH is set; the
+    secret comes from the environment or `secret_at` (secret_lines)."""
     lines = ["#!/bin/sh",
              "# This run's engine program through spark-submit (specs/ENGINE_RUN.md, \"By hand\"). Run it",
              "# while a harness feeds and collects on the ports below, e.g. `cepkit pairs --launch external`.",
              "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k != "PYTHONPATH"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k not in ("PYTHONPATH", SECRET_ENV)]
+    lines += secret_lines(secret_at)
     words, parts = [shlex.quote(c) for c in cmd], []
     i = 0
     while i < len(words):            # an option and its value on one line
@@ -112,5 +149,7 @@ def program_env(spec: EngineRunSpec) -> dict[str, str]:
     Spark's Python workers, the runtime packages on the path, the spec's extra variables."""
     roots = [str(package_dir(name).parent) for name in spec.runtime_packages]
     path = os.pathsep.join(dict.fromkeys((*roots, *filter(None, [os.environ.get("PYTHONPATH")]))))
-    return {"PYSPARK_PYTHON": spec.python, "PYSPARK_DRIVER_PYTHON": spec.python, "PYTHONUNBUFFERED": "1",
+    # PYSPARK_PYTHON is what the driver tells every executor to run its Python workers with.
+    return {"PYSPARK_PYTHON": spec.worker_python or spec.python, "PYSPARK_DRIVER_PYTHON": spec.python,
+            "PYTHONUNBUFFERED": "1",
             **({"PYTHONPATH": path} if path else {}), **dict(spec.env)}

@@ -29,6 +29,7 @@ import numpy as np
 from harness.buffer import Chunk, ReleaseBuffer, served_runs
 from harness.config import DriverConfig
 from harness.dataset import Dataset, iter_events, open_dataset
+from kit.wire.auth import AUTH_TIMEOUT_S
 from kit.wire.protocol import OPS, PROTOCOL_VERSION, BadRequestError, DriverError, encode_batches
 from harness.schedule import EpochClock, LatenessRecorder, Pacing, aligned_run_start, check_aligned
 from harness.server import FrameServer
@@ -55,11 +56,16 @@ class _End:
 class Driver:
     """One playback of one dataset; serves on `host:port` from `start()` until `stop()`."""
 
-    def __init__(self, cfg: DriverConfig, *, tune_process: bool = False):
+    def __init__(self, cfg: DriverConfig, *, tune_process: bool = False, secret: str | None = None,
+                 on_refused=None, auth_timeout_s: float = AUTH_TIMEOUT_S):
         """`tune_process`: the driver owns this process (python -m harness.driver), so it may set
-        process-wide knobs for punctual releases (GIL switch interval, frozen GC generations)."""
+        process-wide knobs for punctual releases (GIL switch interval, frozen GC generations).
+        `secret`: the run's (kit/wire/auth.py), which every connection must present first, and
+        `on_refused` hears one line per connection refused without it (harness/server.py); kept
+        out of `cfg`, which is written to run.json."""
         self.cfg = cfg
         self._tune_process = tune_process
+        self._secret, self._on_refused, self._auth_timeout_s = secret, on_refused, auth_timeout_s
         self.dataset: Dataset = open_dataset(cfg.dataset_dir, cfg.streams, verify=cfg.verify)
         if self.dataset.total_rows == 0:
             raise CepkitError(f"{cfg.dataset_dir}: the selected streams hold no events")
@@ -91,7 +97,8 @@ class Driver:
         self._started = True
         if self._tune_process:
             sys.setswitchinterval(DRIVER_SWITCH_INTERVAL_S)
-        self._server = FrameServer(self.cfg.host, self.cfg.port, self._handle)
+        self._server = FrameServer(self.cfg.host, self.cfg.port, self._handle, secret=self._secret, label="feed",
+                                   on_refused=self._on_refused, auth_timeout_s=self._auth_timeout_s)
         self._server.start()
         self._loader.start()
         if not self.cfg.hold:
@@ -296,6 +303,7 @@ class Driver:
         out["now_ms"] = round(self.clock.now_ms(), 3)
         out["connections_open"] = self._server.open_connections if self._server else 0
         out["connections_total"] = self._server.connections_total if self._server else 0
+        out["refused_connections"] = self._server.refused if self._server else 0
         out["lateness"] = self.lateness.summary()
         return out
 
@@ -323,6 +331,8 @@ class Driver:
                 raise BadRequestError(f"commit: end must be >= 0, got {end}")
             self.buffer.commit(end)
             return {"ok": True}, None
+        if op == "reads":               # how far reads answered since a time reached (a restored job)
+            return {"ok": True, "end": self.buffer.read_end_since(_req_int(req, "after_ms", 0))}, None
         if op == "hello":
             return {"ok": True, "info": self.info()}, encode_batches(self._schema, [])
         if op == "begin":

@@ -4,18 +4,25 @@
 (host, port, clocks) and hands out clients; `stop()` sends SIGTERM and returns the driver's final
 stats line. The driver's stderr goes to a temporary file so a start-up failure can be reported
 as the driver's own one-line error.
+
+With `secret` (the run's, kit/wire/auth.py) the driver serves only connections that present it:
+it gets the secret in its environment, never on its command line, and the clients handed out
+present it. `log`: the file its refused connections are written to (the run's logs/harness.log).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+from kit.wire.auth import SECRET_ENV
 from kit.wire.feed_client import DriverClient
 from harness.config import DriverConfig
 from kit.errors import CepkitError
@@ -23,12 +30,19 @@ from kit.errors import CepkitError
 
 class DriverProcess:
     def __init__(self, cfg: DriverConfig, *, exit_when_drained: bool = False, startup_timeout_s: float = 60.0,
-                 python: str = sys.executable):
+                 python: str = sys.executable, secret: str | None = None, log: Path | None = None):
         cmd = [python, "-m", "harness.driver", "--config-json", json.dumps(cfg.to_dict())]
         if exit_when_drained:
             cmd.append("--exit-when-drained")
+        if log is not None:
+            cmd += ["--log", str(log)]
+        # Exactly the given secret (none: none, whatever this process's environment holds).
+        env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+        if secret is not None:
+            env[SECRET_ENV] = secret
+        self._secret = secret
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1, env=env)
         self.final_stats: dict | None = None
         try:
             self.ready = self._read_line(startup_timeout_s)
@@ -67,8 +81,8 @@ class DriverProcess:
         return f"{last} (exit code {code})" if code is not None else f"{last} (no ready line in time)"
 
     def client(self, host: str | None = None, **kwargs) -> DriverClient:
-        """A client of this driver (at `host`, default the address it bound)."""
-        return DriverClient(host or self.host, self.port, **kwargs)
+        """A client of this driver (at `host`, default the address it bound), presenting its secret."""
+        return DriverClient(host or self.host, self.port, **{"secret": self._secret, **kwargs})
 
     def wait(self, timeout_s: float | None = None) -> dict | None:
         """Wait for the driver to exit by itself (exit_when_drained); its final stats."""

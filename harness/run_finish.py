@@ -64,6 +64,9 @@ def _cleanup(run) -> None:
             run.output_log = run.sink.finish(run.clocks, faults=run.log_faults())
         except Exception as e:  # noqa: BLE001
             errors.append(f"sink: {e}")
+    if run.secret_file is not None:
+        # The secret of a run that is over opens nothing: its file goes, whatever happened.
+        run.secret_file.unlink(missing_ok=True)
     if errors and run.status == "completed":
         run._end("failed", "cleanup failed: " + "; ".join(errors))
 
@@ -82,7 +85,9 @@ def _result(run) -> EngineRunResult:
         latency_p50_ms=lat.get("p50_ms"), latency_p99_ms=lat.get("p99_ms"), duration_s=duration,
         peak_state_bytes=run.program.peak_state_bytes if run.program else None,
         peak_state_rows=run.program.peak_state_rows if run.program else None,
-        restarts=tuple(r.to_dict() for r in run.restarts))
+        restarts=tuple(r.to_dict() for r in run.restarts),
+        refused_connections={"feed": int(stats.get("refused_connections") or 0),
+                             "sink": int(sink.get("refused_connections") or 0)})
 
 def _write_run_json(run, result: EngineRunResult) -> None:
     stats = run.final_stats or run.last_stats or {}
@@ -113,5 +118,7 @@ def _write_run_json(run, result: EngineRunResult) -> None:
         "faults": [r.to_dict() for r in run.faults.records],
         "restarts": [r.to_dict() for r in run.restarts],
         "max_restarts": run.spec.max_restarts,
+        # Connections the feed and the sink refused for want of the run's secret (logs/harness.log).
+        "refused_connections": dict(result.refused_connections),
     }
     write_json(run.spec.run_dir / "run.json", record)

@@ -67,6 +67,9 @@ class EngineRunSpec:
     launch: str = "harness"                    # "external": you start engine/spark-submit.sh
     faults: tuple[Fault, ...] = ()             # kit/faults.py, in time order
     max_restarts: int = 3                      # restarts of a dead program before the run fails
+    # The interpreter of the engine's Python workers on a cluster's hosts (None: `python`).
+    worker_python: str | None = None
+    fault_command: tuple[str, ...] = ()        # strikes a worker host (kit.faults.HOST_FAULTS)
 
     @property
     def advertised(self) -> str:
@@ -121,12 +124,15 @@ class EngineRunSpec:
         if not all(isinstance(f, Fault) for f in faults):
             raise _bad("faults", "must be kit.faults.Fault values")
         try:
-            check_faults(faults, self.master, self.launch)
+            check_faults(faults, self.master, self.launch, self.fault_command)
         except CepkitError as e:
             raise _bad("faults", str(e)) from None
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise _bad("max_restarts", f"must be an integer >= 0, got {self.max_restarts!r}")
         object.__setattr__(self, "faults", faults)
+        object.__setattr__(self, "fault_command", tuple(str(w) for w in self.fault_command))
+        if self.worker_python is not None and not str(self.worker_python):
+            raise _bad("worker_python", "must not be empty")
 
     def to_dict(self) -> dict:
         return {"engine": self.engine, "program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
@@ -140,7 +146,8 @@ class EngineRunSpec:
                 "quiet_local_fs": self.quiet_local_fs,
                 "runtime_packages": list(self.runtime_packages), "advertised_host": self.advertised,
                 "checkpoint_url": self.checkpoint_url, "launch": self.launch,
-                "faults": [f.text for f in self.faults]}
+                "faults": [f.text for f in self.faults], "worker_python": self.worker_python,
+                "fault_command": list(self.fault_command)}
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,8 @@ class EngineRunResult:
     peak_state_rows: int | None = None
     # Every death of the engine program (harness/supervision.py Restart.to_dict()), in order.
     restarts: tuple[dict, ...] = ()
+    # Connections refused for want of the run's secret, by server: {"feed": n, "sink": n}.
+    refused_connections: Mapping[str, int] = dataclasses.field(default_factory=lambda: {"feed": 0, "sink": 0})
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -21,7 +21,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from kit.wire.auth import AUTH_TIMEOUT_S
 from kit.wire.protocol import BadRequestError, decode_table
 from kit.wire.sink_client import SinkError
 from harness.server import FrameServer
@@ -114,12 +115,15 @@ class SinkServer:
 
     `streams` names the output streams the run must list and their data schemas (without the
     stamps): a stream that receives no row still gets one empty file with that schema. Refuses an
-    `out_dir` that already holds an output log.
+    `out_dir` that already holds an output log. With `secret` (the run's, kit/wire/auth.py) it
+    serves only connections that present it; `on_refused` hears one line per connection refused
+    (harness/server.py), `auth_timeout_s` is how long one may take to present it.
     """
 
     def __init__(self, out_dir: Path, fmt: str = "parquet", host: str = "127.0.0.1", port: int = 0,
                  roll_rows: int = 1_000_000, streams: Mapping[str, pa.Schema] | None = None,
-                 replay_filter: bool = False):
+                 replay_filter: bool = False, secret: str | None = None,
+                 on_refused: Callable[[str], None] | None = None, auth_timeout_s: float = AUTH_TIMEOUT_S):
         if fmt not in FORMATS:
             raise CepkitError(f"sink: format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if isinstance(roll_rows, bool) or not isinstance(roll_rows, int) or roll_rows < 1:
@@ -145,7 +149,8 @@ class SinkServer:
         self._finished = False
         self._failed: str | None = None
         self._stop_flusher = threading.Event()
-        self._server = FrameServer(host, port, self._handle, name="sink", pass_body=True)
+        self._server = FrameServer(host, port, self._handle, name="sink", pass_body=True, secret=secret,
+                                   on_refused=on_refused, auth_timeout_s=auth_timeout_s)
         self.host, self.port = host, self._server.port
         self._server.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="sink-flush", daemon=True)
@@ -307,6 +312,7 @@ class SinkServer:
                     "duplicates": self._duplicates,
                     "replayed_rows_dropped": self._replay.dropped if self._replay is not None else 0,
                     "last_arrival_ms": self._last_arrival_ms,
+                    "refused_connections": self._server.refused,
                     "latency": self._latency.summary()}
 
     def checkpoint_completed(self, trigger_ts_ms: int) -> None:

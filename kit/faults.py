@@ -5,7 +5,10 @@ release) on either engine (Spark's driver JVM, Flink's JobManager JVM: the mini-
 program's client JVM on a cluster); the harness then restarts the program from its checkpoint.
 `kill-executor@40s` SIGKILLs one executor JVM of a Spark cluster (Spark reruns its tasks);
 `kill-taskmanager@40s` one TaskManager JVM of a Flink cluster (Flink restores the job from its
-latest completed checkpoint). Times are seconds of wall clock from
+latest completed checkpoint). Host faults strike a whole worker host of a cluster on other
+machines, through `run.fault_command` (the harness cannot reach them itself): `cut-link@40s` cuts
+a worker host's network link for a while, `kill-worker@40s` kills every engine process on a worker
+host (scripts/netns-cluster.sh does both for its network-namespace hosts). Times are seconds of wall clock from
 the run start, `s` optional. specs/ENGINE_RUN.md ("Faults") and specs/VALIDATION.md ("Recovery")
 say what happens and what is measured.
 """
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 
 from kit.errors import CepkitError
 
-FAULT_KINDS = ("kill-engine", "kill-executor", "kill-taskmanager")
+# Faults on a whole worker host, injected by the run's `fault_command` (its last argument the kind).
+HOST_FAULTS = ("cut-link", "kill-worker")
+FAULT_KINDS = ("kill-engine", "kill-executor", "kill-taskmanager") + HOST_FAULTS
 # What the output log may record besides injected faults: an engine program that died by itself
 # (or was killed from outside the harness) and was restarted by the harness's supervision.
 DEATH = "engine-died"
@@ -59,9 +64,9 @@ def parse_faults(items) -> tuple[Fault, ...]:
     return tuple(sorted((Fault.parse(t) for t in items), key=lambda f: f.at_s))
 
 
-def check_faults(faults: tuple[Fault, ...], master: str, launch: str) -> None:
+def check_faults(faults: tuple[Fault, ...], master: str, launch: str, fault_command=()) -> None:
     """What a run's faults need: the harness starting the program (it restarts what it started),
-    and a cluster master for an executor kill."""
+    a cluster master for an executor kill, and a command for a host fault."""
     if faults and launch != "harness":
         raise CepkitError('need launch = "harness" (the harness restarts the program it started)')
     if any(f.kind == "kill-executor" for f in faults) and not master.startswith("spark://"):
@@ -69,3 +74,7 @@ def check_faults(faults: tuple[Fault, ...], master: str, launch: str) -> None:
     if any(f.kind == "kill-taskmanager" for f in faults) and not master.startswith(FLINK_MASTER_PREFIX):
         raise CepkitError(f"kill-taskmanager needs a Flink cluster master ({FLINK_MASTER_PREFIX}HOST:PORT), "
                           f"not {master!r}")
+    host = sorted({f.kind for f in faults if f.kind in HOST_FAULTS})
+    if host and not fault_command:
+        raise CepkitError(f"{' and '.join(host)} need run.fault_command: the command that strikes a worker "
+                          f"host of your cluster (e.g. scripts/netns-cluster.sh fault DIR)")

@@ -42,7 +42,7 @@ from kit.errors import CepkitError
 from kit.wire.feed_client import DriverClient
 from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
-from runtime_common.program_args import conf_pairs, host_port
+from runtime_common.program_args import conf_pairs, host_port, program_secret
 from runtime_common.outputs import STREAM_COLUMN, split_streams
 from spark_runtime.source import driver_stream
 from spark_runtime.watch import Restarter, watch
@@ -228,6 +228,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         driver_host, driver_port = host_port("--driver", args.driver)
         sink_host, sink_port = host_port("--sink", args.sink)
         overrides = conf_pairs(args.conf)
+        secret = program_secret()         # from the environment, once; every client below presents it
         if args.trigger_ms < 0 or args.shuffle_partitions < 1 or (args.source_partitions or 1) < 1:
             raise CepkitError("--trigger-ms must be >= 0, --shuffle-partitions and --source-partitions >= 1")
     except CepkitError as e:
@@ -249,11 +250,12 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         if args.max_rows_per_batch:
             options["maxRowsPerBatch"] = args.max_rows_per_batch
         events = driver_stream(spark, driver_host, driver_port,
-                               transform=transform(spark) if transform is not None else None, **options)
+                               transform=transform(spark) if transform is not None else None, secret=secret,
+                               **options)
         df, streams, stage = _check_build_result(build(spark, events))
         if stage is not None:
             stage.open(args.checkpoint)
-        sink = SinkClient(sink_host, sink_port)
+        sink = SinkClient(sink_host, sink_port, secret=secret)
         batches = _Batches(sink, streams, stage)
         warm_up(spark)
 
@@ -273,7 +275,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
               pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
               streams=streams)
-        return watch(restarter, batches, DriverClient(driver_host, driver_port), stop_requested, pause_file)
+        return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,
+                     pause_file)
     except _StopRequested:
         running.set()       # a second signal must not interrupt the cleanup below
         if restarter is not None:

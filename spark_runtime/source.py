@@ -28,7 +28,10 @@ aggregates this way.
 Options: `host` (127.0.0.1), `port` (required), `partitions` (1: contiguous offset ranges per
 micro-batch), `maxRowsPerBatch` (no cap), `waitMs` (20), `pauseFile` (none: while this file
 exists the source offers no new events, so a query that is asked to stop reaches a batch
-boundary even when it is far behind; spark_runtime/watch.py uses it).
+boundary even when it is far behind; spark_runtime/watch.py uses it), `secret` (none: the run's
+secret, kit/wire/auth.py, which every client of the source presents; an option because the
+executors' workers, on other hosts, get the source's options but not the program's environment,
+and named so that Spark redacts it where it prints options: `spark.redaction.regex` matches it).
 
 This module runs inside Spark (the driver's Python process and its workers); it is importable by
 the workers because cepkit is installed (or on PYTHONPATH).
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -94,6 +97,7 @@ class SourceOptions:
     max_rows_per_batch: int | None = None
     wait_ms: int = DEFAULT_WAIT_MS
     pause_file: str | None = None
+    secret: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: dict) -> "SourceOptions":
@@ -106,7 +110,10 @@ class SourceOptions:
                    partitions=_int_option(opts, "partitions", 1, 1),
                    max_rows_per_batch=_int_option(opts, "maxRowsPerBatch", None, 1),
                    wait_ms=_int_option(opts, "waitMs", DEFAULT_WAIT_MS, 0),
-                   pause_file=opts.get("pausefile") or None)
+                   pause_file=opts.get("pausefile") or None, secret=opts.get("secret") or None)
+
+    def client(self) -> DriverClient:
+        return DriverClient(self.host, self.port, secret=self.secret)
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ class DriverStreamReader(DataSourceStreamReader):
 
     def _driver(self) -> DriverClient:
         if self._client is None:
-            self._client = DriverClient(self.opts.host, self.opts.port)
+            self._client = self.opts.client()
         return self._client
 
     def initialOffset(self) -> dict:
@@ -166,7 +173,7 @@ class DriverStreamReader(DataSourceStreamReader):
         return split_range(int(start["offset"]), int(end["offset"]), self.opts.partitions)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
-        with DriverClient(self.opts.host, self.opts.port) as client:
+        with self.opts.client() as client:
             batches = read_range(client, partition.start, partition.end, self.arrow_schema)
             if self.transform is None:
                 yield from batches
@@ -225,7 +232,7 @@ class DriverSource(DataSource):
         self.opts = SourceOptions.parse(options)
 
     def _arrow_schema(self) -> pa.Schema:
-        with DriverClient(self.opts.host, self.opts.port) as client:
+        with self.opts.client() as client:
             return source_schema(client.schema)
 
     def schema(self) -> str:
@@ -235,9 +242,9 @@ class DriverSource(DataSource):
         return DriverStreamReader(self.opts, self._arrow_schema(), self.transform)
 
 
-def driver_stream(spark, host: str, port: int, transform=None, **options):
+def driver_stream(spark, host: str, port: int, transform=None, secret: str | None = None, **options):
     """Register the source and return the streaming DataFrame of the driver's events (with a
-    `transform`: of the rows it makes of each partition, module doc)."""
+    `transform`: of the rows it makes of each partition, module doc). `secret`: the run's."""
     source, fmt = DriverSource, FORMAT
     if transform is not None:
         # A subclass per transform, carrying it to the workers (cloudpickle ships the class by value).
@@ -248,8 +255,9 @@ def driver_stream(spark, host: str, port: int, transform=None, **options):
     if transform is not None:
         schema = transform.schema
     else:
-        with DriverClient(host, int(port)) as client:
+        with DriverClient(host, int(port), secret=secret) as client:
             schema = source_schema(client.schema)
-    opts = {"host": host, "port": str(int(port)), **{k: str(v) for k, v in options.items()}}
+    opts = {"host": host, "port": str(int(port)), **{k: str(v) for k, v in options.items()},
+            **({"secret": secret} if secret else {})}
     SourceOptions.parse(opts)       # a bad option fails here, in one line, not inside Spark
     return spark.readStream.format(fmt).schema(spark_ddl(schema)).options(**opts).load()

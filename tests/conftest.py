@@ -23,10 +23,11 @@ from tests.fuzz import run_cli
 from tests.helpers import SCHEMAS, pairs_config
 
 
-# Run only when an -m expression names them (`-m e2e`, `-m cluster`, `-m flink`, `-m "slow and spark"`): any
+# Run only when an -m expression names them (`-m e2e`, `-m cluster`, `-m flink`, `-m multihost`,
+# `-m "slow and spark"`): any
 # other selection, the default run and `-m "not spark and not postgres"` included, leaves them out. The
 # default run keeps every test that starts no engine plus the `smoke` runs (tests/helpers.py, engine_params).
-ON_REQUEST = ("slow", "e2e", "cluster", "flink")
+ON_REQUEST = ("slow", "e2e", "cluster", "flink", "multihost")
 
 
 def pytest_collection_modifyitems(config, items):

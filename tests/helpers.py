@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -129,3 +130,30 @@ def fresh_dir(tmp_path: Path) -> Path:
 def validate_pairs_argv(data: Path, strategies: Path, out: Path, *extra: str) -> list[str]:
     """The arguments of `cepkit validate pairs` for a dataset, its strategies and a report directory."""
     return ["validate", "pairs", "--data", str(data), "--strategies", str(strategies), "--out", str(out), *extra]
+
+
+# A run's secret is random (specs/DRIVER.md, "Who may connect"); a `cepkit` started with `secret`
+# fixes it (harness.engine_run.new_secret), so that a test can look for it in what the run wrote.
+_FIXED_SECRET = ("import sys, harness.engine_run as run; run.new_secret = lambda: {!r}; "
+                 "from cepkit_app.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def cepkit_command(secret: str | None = None) -> list[str]:
+    """`python -m cepkit_app.cli`, with every engine run's secret fixed to `secret` if given."""
+    return [sys.executable, *(["-c", _FIXED_SECRET.format(secret)] if secret else ["-m", "cepkit_app.cli"])]
+
+
+def check_secret_kept(engine_dir: Path, secret: str, *more: Path) -> None:
+    """After a harness-launched engine run (`engine_dir`, its run directory): the run's secret is
+    in no file under `more` (the pipeline's run directory: run.json, output-log.json, the logs, the
+    by-hand script, the checkpoint; an engine's own logs), the by-hand script reads it from the
+    environment instead, no connection was refused and no secret file is left."""
+    run = json.loads((engine_dir / "run.json").read_text())
+    assert run["refused_connections"] == {"feed": 0, "sink": 0}
+    assert not (engine_dir / "secret").exists()
+    (script,) = engine_dir.glob("*.sh")
+    assert "CEPKIT_SECRET" in script.read_text()
+    files = [p for d in more for p in d.rglob("*") if p.is_file()]
+    assert len(files) > 20
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path

@@ -295,7 +295,8 @@ def _cards(inputs: ReportInputs) -> list[dict]:
         cards.append({"label": f"recovery ({r.fault})",
                       "value": "none" if r.recovery_ms is None else f"{r.recovery_ms / 1000:,.1f}",
                       "unit": "no output after the kill" if r.recovery_ms is None
-                      else f"s, kill to the first output · latency peak {r.peak_latency_ms:,} ms"})
+                      else f"s, kill to the first output · back to normal after {r.normal_ms / 1000:,.1f} s · "
+                           f"latency peak {r.peak_latency_ms:,} ms"})
     total = sum(c.engine for c in inputs.comparisons)
     if inputs.comparisons:
         cards.append({"label": "engine answers", "value": f"{total:,}", "unit": f"{len(inputs.comparisons)} stream(s)"})

@@ -90,8 +90,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                                                         "`cepkit cluster`)")
     parser.add_argument("--fault", action="append", default=None, metavar="KIND@SECONDS",
                         help="inject a fault: kill-engine@40s (SIGKILL the engine's driver JVM 40 s into the run; the "
-                             "harness restarts it from its checkpoint), kill-executor@40s (a Spark cluster's executor) or "
-                             "kill-taskmanager@40s (a Flink cluster's TaskManager); "
+                             "harness restarts it from its checkpoint), kill-executor@40s (a Spark cluster's executor), "
+                             "kill-taskmanager@40s (a Flink cluster's TaskManager), or on a worker host of a "
+                             "cluster on other machines, through run.fault_command, cut-link@40s (its network "
+                             "link cut for a while) or kill-worker@40s (its engine processes killed); "
                              "repeatable (run.faults)")
     parser.add_argument("--launch", choices=LAUNCHES,
                         help="who starts the engine: the harness (default), or you (external: the harness feeds, "

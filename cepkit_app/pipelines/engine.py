@@ -33,7 +33,7 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
         startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
         runtime_packages=ENGINES[r.engine].runtime_packages, advertised_host=r.advertised_host,
         checkpoint_url=r.checkpoint_url, launch=r.launch, faults=parse_faults(r.faults),
-        max_restarts=r.max_restarts)
+        max_restarts=r.max_restarts, worker_python=r.worker_python, fault_command=r.fault_command)
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,15 @@ def restart_line(restart: dict) -> str:
     else:
         how = restart.get("outcome") or "not restarted"
     return f"engine program attempt {restart['attempt']} died: {restart['cause']}; {how}"
+
+
+def refused_line(result) -> str | None:
+    """The connections a run's feed and sink refused for want of its secret (EngineRunResult
+    `refused_connections`), in one line; None when none were: someone reached the run's ports
+    who was not its engine, which a user should hear of (specs/ENGINE_RUN.md, "Who may connect")."""
+    refused = {name: n for name, n in dict(result.refused_connections or {}).items() if n}
+    if not refused:
+        return None
+    counts = ", ".join(f"{n} by the {name}" for name, n in refused.items())
+    return (f"refused connections without the run's secret: {counts} "
+            f"(each in {Path(result.run_dir) / 'logs' / 'harness.log'})")

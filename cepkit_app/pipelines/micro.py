@@ -28,7 +28,7 @@ from typing import Callable
 
 import psutil
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, restart_line, validates
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, refused_line, restart_line, validates
 from cepkit_app.pipelines.micro_summary import WorkloadResult, write_report, write_summary
 from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sustainable_rate
 from datagen.micro import generate_micro
@@ -125,6 +125,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     stats = None
     for r in result.restarts:
         stage(f"{workload.name}: {restart_line(r)}")
+    if refused_line(result):
+        stage(f"{workload.name}: {refused_line(result)}")
     if validates(result) and validate:     # not a run stopped as unsustainable (proves nothing)
         stage(f"{workload.name}: validate")
         outcome, latencies = validate_micro_run(workload, ds.directory, wdir / "engine" / "outputs", profile)

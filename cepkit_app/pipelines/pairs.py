@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, restart_line, validates
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, refused_line, restart_line, validates
 from datagen.pairs import generate_pairs
 from harness.config import DriverConfig
 from harness.engine_run import run_engine
@@ -161,7 +161,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
                            mean_release_eps(cfg, manifest), say=stage)
     result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
-    restarts = tuple(restart_line(r) for r in result.restarts)
+    restarts = tuple(restart_line(r) for r in result.restarts) + tuple(filter(None, [refused_line(result)]))
     if not validates(result):      # a run stopped as unsustainable on purpose proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result,
                                restarts)

@@ -16,7 +16,9 @@ another machine would know.
   - `--feed HOST:PORT`: the harness's driver (`python -m harness.driver --dataset DIR --hold`),
     spoken to over TCP with the frames of specs/DRIVER.md, "Protocol" (no cepkit client: this is
     what an engine in another language would do). The driver paces the events and stamps their
-    `TS`; the clocks come from its `begin` answer.
+    `TS`; the clocks come from its `begin` answer. A driver started with a secret (the harness's
+    runs; by hand, `CEPKIT_SECRET` in its environment) serves only connections that present it
+    first (specs/DRIVER.md, "Who may connect"): with `CEPKIT_SECRET` set, this engine does.
 - Processing: every `--batch-ms` it takes the events that became due, keeps those that satisfy
   every `--where`, and writes the `--select`ed fields plus the stamps of specs/OUTPUT_LOG.md:
   `inputTS` (the event's shifted TS), `arrivalTS` (wall clock, read just before the rows are
@@ -172,6 +174,10 @@ class Feed:
             raise SystemExit(f"filter_engine: --feed {address}: cannot connect: {e}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.address = address
+        # The run's secret comes in the environment, never on the command line (argv is world-readable).
+        secret = os.environ.get("CEPKIT_SECRET")
+        if secret:
+            self.request({"op": "auth", "secret": secret})
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray()

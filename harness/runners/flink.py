@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
+from harness.launch import secret_file, secret_lines
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
 from kit.errors import CepkitError
 from kit.faults import FLINK_MASTER_PREFIX
+from kit.wire.auth import SECRET_ENV
 
 SCRIPT = "flink-run.sh"
 _LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?")
@@ -40,9 +43,12 @@ def cluster_address(master: str) -> tuple[str, int] | None:
     return m["host"], int(m["port"])
 
 
-def _script(head: list[str], exports: dict[str, str], command: list[str]) -> str:
+def _script(head: list[str], exports: dict[str, str], command: list[str], secret_at: Path) -> str:
+    """The by-hand script: its environment, the run's secret from the caller's environment or the
+    external launch's file (harness/launch.py secret_lines: never written here), the command."""
     lines = ["#!/bin/sh", *head, "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(exports.items())]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(exports.items()) if k != SECRET_ENV]
+    lines += secret_lines(secret_at)
     words, parts, i = [shlex.quote(c) for c in command], [], 0
     while i < len(words):            # an option and its value on one line
         takes_value = words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-")
@@ -59,7 +65,7 @@ def flink_run_command(spec: EngineRunSpec, program_args: list[str], address: tup
 
     py_files = program_args[program_args.index("--py-files") + 1] if "--py-files" in program_args else None
     cmd = [str(flink_home(spec.python) / "bin" / "flink"), "run", "-m", f"{address[0]}:{address[1]}",
-           "-pyclientexec", spec.python, "-pyexec", spec.python]
+           "-pyclientexec", spec.python, "-pyexec", spec.worker_python or spec.python]
     if py_files is not None:
         cmd += ["-pyfs", py_files]
     return cmd + ["-py", str(spec.program.resolve()), *program_args]
@@ -68,6 +74,8 @@ def flink_run_command(spec: EngineRunSpec, program_args: list[str], address: tup
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     address = cluster_address(spec.master)
     own = [*args, "--master", spec.master]
+    if spec.worker_python:                       # the TaskManagers' Python workers' interpreter
+        own += ["--conf", f"python.executable={spec.worker_python}"]
     for key, value in spec.spark_conf:
         if not key.startswith("spark."):         # the run's Spark settings do not apply to Flink
             own += ["--conf", f"{key}={value}"]
@@ -78,7 +86,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     if address is None:
         script = _script(["# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
-                         env, command)
+                         env, command, secret_file(spec))
     else:
         # The runtime reaches the client through -pyfs and the TaskManagers through python.files,
         # so no PYTHONPATH is set (as in spark-submit.sh).
@@ -86,7 +94,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
         script = _script(["# This run's Flink program through the Flink distribution's `flink run`, on the cluster",
                           f"# {spec.master} (specs/ENGINE_RUN.md, \"Clusters\"). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
-                         exports, flink_run_command(spec, own, address))
+                         exports, flink_run_command(spec, own, address), secret_file(spec))
     return Launch(command, SCRIPT, script, logs, {})
 
 

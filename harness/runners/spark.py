@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.fault_injection import executor_jvms
 from harness.jvm_archive import driver_java_options
-from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, spark_submit_command, submit_script
+from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, secret_file, spark_submit_command, submit_script
 from harness.local_fs import local_fs_settings
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
@@ -19,7 +19,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     if spec.quiet_local_fs and spec.launch == "harness":
         conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
     command = python_command(spec, args, conf) if spec.launch == "harness" else submit
-    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env), extra_env, applied)
+    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env, secret_file(spec)), extra_env, applied)
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:

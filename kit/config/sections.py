@@ -222,6 +222,10 @@ class RunConfig:
     # when binding all interfaces).
     feed_bind: str = "127.0.0.1"
     advertised_host: str | None = None
+    # The interpreter of the engine's Python workers on a cluster's hosts (Spark's executors, Flink's
+    # TaskManagers): a path that exists on every worker host; unset: the engine's own interpreter
+    # on this machine (a cluster on this machine). specs/ENGINE_RUN.md, "On several machines".
+    worker_python: str | None = None
     # The streaming query's checkpoint: empty for the run directory; a URL (file:///shared/...,
     # hdfs://...) under which each run gets its own directory, for clusters with shared storage.
     checkpoint_url: str = ""
@@ -230,6 +234,9 @@ class RunConfig:
     launch: str = "harness"
     # Faults injected on purpose (kit/faults.py): "kill-engine@40s", "kill-executor@60s", ...
     faults: tuple[str, ...] = ()
+    # The command that injects a host fault (cut-link, kill-worker) on your hosts: run with the
+    # fault's kind as its last argument, e.g. ["scripts/netns-cluster.sh", "fault", "/tmp/hosts"].
+    fault_command: tuple[str, ...] = ()
     # How often the harness restarts an engine program that died (for any reason: an injected
     # kill, a crash, an OOM killer, a kill from outside) from its checkpoint before the run ends
     # "failed" (specs/ENGINE_RUN.md, "Supervision").
@@ -265,9 +272,12 @@ class RunConfig:
         need(self.backlog_grace_s >= 0, "backlog_grace_s", f"must be >= 0, got {self.backlog_grace_s!r}")
         need(bool(self.feed_bind), "feed_bind", "must not be empty (0.0.0.0 for every interface)")
         need(self.advertised_host is None or bool(self.advertised_host), "advertised_host", "must not be empty")
+        need(self.worker_python is None or bool(self.worker_python), "worker_python", "must not be empty")
+        need(all(isinstance(w, str) and w for w in self.fault_command), "fault_command",
+             "must be a list of non-empty strings (the command and its arguments)")
         choice(self, "launch", LAUNCHES)
         try:
-            check_faults(parse_faults(self.faults), self.master, self.launch)
+            check_faults(parse_faults(self.faults), self.master, self.launch, self.fault_command)
         except CepkitError as e:
             raise FieldError("faults", str(e)) from None
 

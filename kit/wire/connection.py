@@ -6,6 +6,10 @@ request the harness makes is idempotent (reads address offsets; the sink writes 
 `reconnect_s` passes. One connection serves one thread at a time (a lock makes concurrent use
 safe but serial). It pickles without its socket and lock, so a client can be shipped to Spark's
 Python workers and connects on first use there.
+
+With the run's secret (kit/wire/auth.py) every new connection, the first and each one after a
+reconnect, begins with the auth frame. The secret pickles with the client: the executors and
+TaskManagers it is shipped to have none of the program's environment.
 """
 
 from __future__ import annotations
@@ -14,16 +18,20 @@ import socket
 import threading
 import time
 
+from kit.wire.auth import auth_frame
 from kit.wire.protocol import ProtocolError, recv_frame, send_frame
 
 
 class FrameConnection:
     def __init__(self, host: str, port: int, *, peer: str, unreachable: type[Exception], timeout_s: float,
-                 reconnect_s: float):
+                 reconnect_s: float, secret: str | None = None, refused: type[Exception] | None = None):
         self.host, self.port = host, int(port)
         self.peer = peer
         self.where = f"{peer} at {self.host}:{self.port}"
         self._unreachable = unreachable
+        # Raised, at once, when the peer refuses the secret: trying again cannot help.
+        self._refused = refused or unreachable
+        self._secret = secret
         self.timeout_s, self.reconnect_s = timeout_s, reconnect_s
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
@@ -52,6 +60,8 @@ class FrameConnection:
                         self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
                         # Small requests and answers must not wait for Nagle's algorithm.
                         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        if self._secret is not None:
+                            self._authenticate()
                     self._sock.settimeout(self.timeout_s + wait_s)
                     send_frame(self._sock, header, body)
                     frame = recv_frame(self._sock)
@@ -69,6 +79,16 @@ class FrameConnection:
                         raise self._unreachable(f"{self.where}: unreachable: {e}") from None
                     self.reconnects += 1
                     time.sleep(0.05)
+
+    def _authenticate(self) -> None:
+        """Present the secret on the new connection; a refusal raises `refused` (never retried)."""
+        send_frame(self._sock, auth_frame(self._secret))
+        frame = recv_frame(self._sock)
+        if frame is None:
+            raise ConnectionResetError(f"connection closed by the {self.peer} before it answered the auth frame")
+        if not frame[0].get("ok"):
+            self._drop()
+            raise self._refused(f"{self.where}: {frame[0].get('message', 'the connection was refused')}")
 
     def _drop(self) -> None:
         if self._sock is not None:

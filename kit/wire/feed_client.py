@@ -5,7 +5,8 @@
 sent again on a new one, until `reconnect_s` passes. One client serves one thread at a time (a
 lock makes concurrent use safe but serial); open one client per reader thread or partition. A
 client pickles without its socket, so it can be shipped to Spark's Python workers and connects on
-first use there.
+first use there. `secret`: the run's secret (kit/wire/auth.py), presented on every connection; it
+pickles with the client.
 
     with DriverClient(port=port) as c:
         n = c.latest_offset()
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from kit.wire.connection import FrameClient, FrameConnection
-from kit.wire.protocol import DriverError, decode_table, raise_for
+from kit.wire.protocol import DriverError, UnauthorizedError, decode_table, raise_for
 
 
 def served_ms(resp: dict) -> np.ndarray:
@@ -40,12 +41,12 @@ def served_ms(resp: dict) -> np.ndarray:
 
 class DriverClient(FrameClient):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 30.0,
-                 reconnect_s: float = 10.0):
+                 reconnect_s: float = 10.0, secret: str | None = None):
         if not port:
             raise DriverError("DriverClient: a port is required (the driver reports the one it chose)")
         self.host, self.port = host, int(port)
         self._conn = FrameConnection(host, port, peer="driver", unreachable=DriverError, timeout_s=timeout_s,
-                                     reconnect_s=reconnect_s)
+                                     reconnect_s=reconnect_s, secret=secret, refused=UnauthorizedError)
         self._info: dict | None = None
         self._schema: pa.Schema | None = None
 
@@ -124,6 +125,11 @@ class DriverClient(FrameClient):
         and `before_ms` (wall-clock epoch ms: a checkpoint's trigger, the job's start or last
         restore); returns the committed offset (None: nothing committed yet)."""
         return self._request({"op": "commit", "before_ms": int(before_ms), "after_ms": int(after_ms)})[0]["committed"]
+
+    def read_end_since(self, after_ms: int) -> int:
+        """How far the reads the driver answered at or after `after_ms` (wall-clock epoch ms) reached:
+        whether a job restored then has read every event again."""
+        return int(self._request({"op": "reads", "after_ms": int(after_ms)})[0]["end"])
 
     def begin(self, start_wall_ms: int | None = None) -> int:
         """Start a held run (no-op if it has begun); returns run_start_wall_ms."""

@@ -7,7 +7,8 @@ Every message, request or response, is one frame:
 both lengths big-endian. Requests carry `{"op": ...}` and no body. Responses carry
 `{"ok": true, ...}` and, for `hello` and `read`, an Arrow IPC stream as body (the schema alone for
 `hello`; schema plus record batches for `read`). A failed request gets `{"ok": false, "error":
-code, "message": one line}`; the client turns the code back into the matching exception.
+code, "message": one line}`; the client turns the code back into the matching exception. A server
+started with the run's secret first asks every connection for it (kit/wire/auth.py).
 
 Events travel as Arrow record batches, many per frame, so nothing on the hot path is per event.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 
 import pyarrow as pa
 
@@ -26,7 +28,7 @@ PROTOCOL_VERSION = 1
 PREFIX = struct.Struct("!II")
 MAX_HEADER_BYTES = 1 << 20
 MAX_BODY_BYTES = (1 << 32) - 1
-OPS = ("hello", "latest_offset", "read", "stats", "begin", "commit")
+OPS = ("hello", "latest_offset", "read", "stats", "begin", "commit", "reads")
 
 
 class DriverError(CepkitError):
@@ -51,7 +53,14 @@ class ProtocolError(DriverError):
     code = "protocol"
 
 
-ERRORS = {cls.code: cls for cls in (DriverError, OffsetEvictedError, BadRequestError, ProtocolError)}
+class UnauthorizedError(DriverError):
+    """The server refused the connection: it did not present the run's secret (kit/wire/auth.py)."""
+
+    code = "unauthorized"
+
+
+ERRORS = {cls.code: cls for cls in (DriverError, OffsetEvictedError, BadRequestError, ProtocolError,
+                                    UnauthorizedError)}
 
 
 def error_header(err: BaseException) -> dict:
@@ -77,10 +86,16 @@ def send_frame(sock: socket.socket, header: dict, body=None) -> None:
         sock.sendall(memoryview(body))
 
 
-def _recv_into(sock: socket.socket, buf: memoryview) -> bool:
-    """Fill `buf`; False on a clean end of stream before the first byte."""
+def _recv_into(sock: socket.socket, buf: memoryview, deadline: float | None = None) -> bool:
+    """Fill `buf`; False on a clean end of stream before the first byte. With `deadline` (a
+    time.monotonic() instant) TimeoutError once it passes, however slowly the bytes trickle in."""
     got = 0
     while got < len(buf):
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no whole frame in time")
+            sock.settimeout(left)
         n = sock.recv_into(buf[got:])
         if n == 0:
             if got == 0:
@@ -90,17 +105,23 @@ def _recv_into(sock: socket.socket, buf: memoryview) -> bool:
     return True
 
 
-def recv_frame(sock: socket.socket) -> tuple[dict, memoryview] | None:
-    """One frame, or None if the peer closed the connection between frames."""
+def recv_frame(sock: socket.socket, *, max_header: int = MAX_HEADER_BYTES, max_body: int = MAX_BODY_BYTES,
+               deadline: float | None = None) -> tuple[dict, memoryview] | None:
+    """One frame, or None if the peer closed the connection between frames. The caps are checked
+    before anything is allocated (a server reads a connection's first frame, before it knows the
+    peer, with small ones); `deadline` bounds the whole frame's arrival (see _recv_into)."""
     prefix = bytearray(PREFIX.size)
-    if not _recv_into(sock, memoryview(prefix)):
+    if not _recv_into(sock, memoryview(prefix), deadline):
         return None
     head_len, body_len = PREFIX.unpack(prefix)
-    if head_len > MAX_HEADER_BYTES:
-        raise ProtocolError(f"frame header of {head_len} bytes exceeds {MAX_HEADER_BYTES}")
+    if head_len > max_header:
+        raise ProtocolError(f"frame header of {head_len} bytes exceeds {max_header}")
+    if body_len > max_body:
+        raise ProtocolError(f"frame body of {body_len} bytes exceeds {max_body}")
     head = bytearray(head_len)
     body = bytearray(body_len)
-    if (head_len and not _recv_into(sock, memoryview(head))) or (body_len and not _recv_into(sock, memoryview(body))):
+    if (head_len and not _recv_into(sock, memoryview(head), deadline)) or \
+            (body_len and not _recv_into(sock, memoryview(body), deadline)):
         raise ConnectionResetError("connection closed in the middle of a frame")
     try:
         header = json.loads(head)

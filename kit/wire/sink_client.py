@@ -22,11 +22,12 @@ class SinkClient(FrameClient):
 
     `emit` raises SinkError when the sink refuses a batch or stays unreachable for `reconnect_s`:
     a batch is never dropped silently. A resent batch after a lost answer is harmless: the sink
-    writes each (stream, batch_id) once.
+    writes each (stream, batch_id) once. `secret`: the run's secret (kit/wire/auth.py), presented
+    on every connection; it pickles with the client.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 60.0,
-                 reconnect_s: float = 10.0, epoch: str | None = None):
+                 reconnect_s: float = 10.0, epoch: str | None = None, secret: str | None = None):
         if not port:
             raise SinkError("SinkClient: a port is required")
         self.host, self.port = host, int(port)
@@ -34,7 +35,7 @@ class SinkClient(FrameClient):
         # sender's restart epoch: the sink drops the replayed answers (harness/replay_filter.py).
         self.epoch = epoch
         self._conn = FrameConnection(host, port, peer="sink", unreachable=SinkError, timeout_s=timeout_s,
-                                     reconnect_s=reconnect_s)
+                                     reconnect_s=reconnect_s, secret=secret)
 
     def _request(self, header: dict, body=None) -> dict:
         try:

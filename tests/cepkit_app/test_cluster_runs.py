@@ -88,6 +88,10 @@ def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run(master, tm
     while not script.exists() and time.monotonic() < deadline and harness.poll() is None:
         time.sleep(0.5)
     assert script.exists(), harness.communicate()[1][-3000:]
+    # The run's secret waits beside it, for it (never in it): the engine is served with it.
+    secret = run_dir / "engine" / "secret"
+    value = secret.read_text().strip()
+    assert secret.stat().st_mode & 0o777 == 0o600 and value not in script.read_text()
     # By hand: another directory, a bare environment (no PYTHONPATH, no cepkit variables).
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
     by_hand = subprocess.run(["sh", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=900)
@@ -97,3 +101,7 @@ def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run(master, tm
     assert harness.returncode == 0, stderr[-3000:]
     _passed(run_dir, stderr)
     assert "(an engine started outside the harness)" in stderr
+    assert not secret.exists()
+    for path in (p for p in run_dir.rglob("*") if p.is_file()):      # the engine's own logs included
+        assert value.encode() not in path.read_bytes(), path
+    assert json.loads((run_dir / "engine" / "run.json").read_text())["refused_connections"] == {"feed": 0, "sink": 0}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -66,21 +67,24 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                                                *QUERY], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True)
         # The driver waits for the engine's `begin` (--hold) and exits once everything was pulled.
+        # Both have the secret in their environment: the engine presents it first (specs/DRIVER.md).
+        env = {**os.environ, "CEPKIT_SECRET": "the-example-runs-secret"}
         driver = subprocess.Popen([sys.executable, "-m", "harness.driver", "--dataset", str(data), "--hold",
                                    "--exit-when-drained", "--align-ms", "1000", "--lead-ms", "300"],
-                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         ready = json.loads(driver.stdout.readline())
         assert ready["event"] == "ready", ready
         procs["feed"] = subprocess.Popen([*engine, "--feed", f"127.0.0.1:{ready['port']}", "--out",
                                           str(root / "feed"), *QUERY], cwd=root, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True)
+                                         stderr=subprocess.PIPE, text=True, env=env)
         for name, p in procs.items():
             out, err = p.communicate(timeout=60)
             assert p.returncode == 0, f"{name}: {err}"
             assert out.strip() == str(root / name)
         out, err = driver.communicate(timeout=30)
         assert driver.returncode == 0, err
-        assert json.loads(out.splitlines()[-1])["stats"]["pulled"] == ready["total_events"]
+        stats = json.loads(out.splitlines()[-1])["stats"]
+        assert stats["pulled"] == ready["total_events"] and stats["refused_connections"] == 0
     finally:
         for p in (*procs.values(), driver):
             if p is not None and p.poll() is None:

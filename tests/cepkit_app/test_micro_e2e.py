@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
                           Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin, write_spec)
 from kit.workload.suite import Dataset, Load, Param, Workload
+from tests.helpers import cepkit_command, check_secret_kept
 
 pytestmark = pytest.mark.postgres   # every test joins a PostgreSQL table
 
@@ -57,13 +57,17 @@ def every_kind() -> Workload:
 
 def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     """`cepkit micro` on a one-workload suite, every query checked to have expected rows and none
-    missing, undue or wrong; returns the finished process and the run directory."""
+    missing, undue or wrong, and the run's secret in nothing it wrote; returns the finished process
+    and the run directory."""
     suite_file = write_spec(Suite("coverage", True, (workload,)), tmp_path / "suite.xml")
     run_dir = tmp_path / "run"
     sets = [arg for setting in (f"run.engine={engine!r}", *settings) for arg in ("--set", setting)]
-    proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "micro", "--suite-file", str(suite_file), *sets,
+    secret = "a11ce5" * 5 + "0b"
+    proc = subprocess.run([*cepkit_command(secret), "micro", "--suite-file", str(suite_file), *sets,
                            "--out", str(run_dir)], capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_secret_kept(run_dir / workload.name / "engine", secret, run_dir)
+    assert secret not in proc.stdout + proc.stderr
     validation = json.loads((run_dir / workload.name / "validation.json").read_text())
     counts = {q["query"]: (q["expected"], q["missing"], q["undue"], q["wrong"]) for q in validation["queries"]}
     assert set(counts) == {q.id for q in workload.queries}

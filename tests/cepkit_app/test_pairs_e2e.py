@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from kit.workload import StrategySet, load_aux, read_strategies, write_spec
 from querygen.output import write_strategies
-from tests.helpers import SHORT_PAIRS, engine_params
+from tests.helpers import SHORT_PAIRS, check_secret_kept, cepkit_command, engine_params
 
 
-def _cepkit(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cepkit_app.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=900)
+def _cepkit(*args, cwd, secret: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*cepkit_command(secret), *args], capture_output=True, text=True, cwd=cwd, timeout=900)
 
 
 def _three_strategies(quick_pairs, tmp_path):
@@ -55,9 +53,12 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
     run_dir, events = tmp_path / "run", tmp_path / "events"
     events.mkdir()
     conf = ["spark.eventLog.enabled=true", f"spark.eventLog.dir={events}", "spark.eventLog.compress=false"]
+    secret = "5ec2e7" * 5 + "ab"
     proc = _cepkit("pairs", "-c", str(SHORT_PAIRS), "--engine", engine, "--set",
-                   f"run.spark_conf={json.dumps(conf)}", "--out", str(run_dir), cwd=tmp_path)
+                   f"run.spark_conf={json.dumps(conf)}", "--out", str(run_dir), cwd=tmp_path, secret=secret)
     streams = _check_passed(run_dir, proc)
+    check_secret_kept(run_dir / "engine", secret, run_dir, events)     # Spark's event log too: plans, options
+    assert secret not in proc.stdout + proc.stderr
     assert streams["Indicator"]["expected"] > 50 and streams["MarketOrder"]["expected"] > 0
     assert "pscore:" in proc.stderr and "report:" in proc.stderr
     assert 'PLAN = "keyed"' in (run_dir / "program.py").read_text()

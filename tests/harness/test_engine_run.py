@@ -195,3 +195,98 @@ def test_an_output_that_breaks_the_declared_schema_fails_the_run_loudly(ticks, t
     assert "missing column(s) missingColumn" in result.message
     assert "\n" not in result.message
     assert json.loads((run_dir / "run.json").read_text())["reason"] == result.message
+
+
+def test_strangers_at_a_live_runs_feed_and_sink_are_refused_and_the_run_completes(ticks, tmp_path, monkeypatch):
+    """Raw connections without the run's secret, to the feed and the sink while the engine runs,
+    are refused (counted in run.json, one line each in logs/harness.log) and change nothing: every
+    event is delivered once. The secret (fixed here, so that it can be looked for) is in no file of
+    the run directory, the program's command line or the by-hand script."""
+    import socket
+
+    import harness.engine_run
+    from kit.wire.protocol import recv_frame, send_frame
+
+    secret = "cafe" * 8
+    monkeypatch.setattr(harness.engine_run, "new_secret", lambda: secret)
+    run_dir = tmp_path / "run"
+    refusals: list[dict] = []
+    cmdlines: list[str] = []
+
+    def knock(host_port: str, first: dict | None) -> dict:
+        host, port = host_port.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=15) as s:
+            if first is not None:
+                send_frame(s, first)
+            else:
+                s.shutdown(socket.SHUT_WR)      # a peer that says nothing and hangs up
+            frame = recv_frame(s)
+            return frame[0] if frame else {}
+
+    def strangers(snap: RunSnapshot) -> None:
+        if refusals or snap.released == 0:
+            return
+        command = json.loads((run_dir / "logs" / "command.json").read_text())
+        feed, sink = command[command.index("--driver") + 1], command[command.index("--sink") + 1]
+        refusals.append(knock(feed, {"op": "read", "start": 0, "end": 100}))
+        refusals.append(knock(feed, {"op": "auth", "secret": "guess"}))
+        refusals.append(knock(sink, {"op": "stats"}))
+        refusals.append(knock(sink, None))
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdlines.append(" ".join(proc.info["cmdline"] or []))
+
+    result = run_engine(spec(ticks, run_dir), on_progress=strangers)
+    assert result.status == "completed", result.message
+    n = result.events_total
+    assert result.outputs == {"Echo": n} and result.events_pulled == n
+    assert len(refusals) == 4 and all(r.get("error") == "unauthorized" for r in refusals[:3]), refusals
+    assert result.refused_connections == {"feed": 2, "sink": 2}
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["refused_connections"] == {"feed": 2, "sink": 2}
+    lines = (run_dir / "logs" / "harness.log").read_text().splitlines()
+    assert len(lines) == 4
+    assert sum(" feed refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
+    assert sum(" sink refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
+    # The secret is nowhere the run wrote, in no process's command line, and the file an external
+    # launch would use was never written.
+    assert cmdlines and not any(secret in c for c in cmdlines)
+    assert "CEPKIT_SECRET" in (run_dir / "spark-submit.sh").read_text()
+    assert not (run_dir / "secret").exists()
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert "guess" not in (run_dir / "logs" / "harness.log").read_text()
+
+
+def test_an_external_launch_hands_the_script_the_secret_in_a_private_file_removed_at_the_end(ticks, tmp_path):
+    """`launch = "external"`: the harness writes engine/secret (0600) while it waits; the by-hand
+    script, run in a bare environment (no CEPKIT_SECRET), reads it and its engine is served; the
+    file is gone once the run is over."""
+    import os
+    import stat
+    import subprocess
+    import threading
+
+    run_dir = tmp_path / "run"
+    results = []
+    harness = threading.Thread(target=lambda: results.append(run_engine(spec(ticks, run_dir, launch="external"))))
+    harness.start()
+    try:
+        secret = run_dir / "secret"
+        deadline = time.monotonic() + 60
+        while not secret.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+        script = (run_dir / "spark-submit.sh").read_text()
+        assert secret.read_text().strip() not in script
+        env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+        by_hand = subprocess.run(["sh", str(run_dir / "spark-submit.sh")], cwd="/", env=env, capture_output=True,
+                                 text=True, timeout=600)
+        assert by_hand.returncode == 0, by_hand.stderr[-3000:]
+        assert '"event": "finished"' in by_hand.stdout
+    finally:
+        harness.join(timeout=300)
+    (result,) = results
+    assert result.status == "completed", result.message
+    assert result.outputs == {"Echo": result.events_total} and result.refused_connections == {"feed": 0, "sink": 0}
+    assert not (run_dir / "secret").exists()

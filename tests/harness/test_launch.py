@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import stat
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness.config import DriverConfig
-from harness.launch import (checkpoint_location, engine_conf, program_args, runtime_zip, spark_submit_command,
-                            submit_script)
+from harness.launch import (checkpoint_location, engine_conf, program_args, runtime_zip, secret_file, secret_lines,
+                            spark_submit_command, submit_script, write_secret_file)
 from harness.run_spec import EngineRunSpec
 from kit.faults import parse_faults
 
@@ -56,6 +60,34 @@ def test_the_submit_line_holds_the_programs_arguments_and_ships_the_runtime(tmp_
     assert cmd[cmd.index("--py-files") + 1] == str(tmp_path / "runtime.zip")
     tail = cmd[cmd.index(str(spec.program.resolve())) + 1:]
     assert tail == args and "127.0.0.1:4001" in tail and "127.0.0.1:4002" in tail
-    script = submit_script(cmd, {"PYSPARK_PYTHON": "/venv/python", "PYTHONPATH": "/a/checkout"})
+    script = submit_script(cmd, {"PYSPARK_PYTHON": "/venv/python", "PYTHONPATH": "/a/checkout"}, secret_file(spec))
     assert script.startswith("#!/bin/sh") and "export PYSPARK_PYTHON=/venv/python" in script
     assert "PYTHONPATH" not in script and "  --master spark://127.0.0.1:7077 \\\n" in script
+
+
+def _secret_seen(lines: list[str], env: dict[str, str]) -> str:
+    """What a by-hand script's secret lines hand on as CEPKIT_SECRET, run by /bin/sh."""
+    script = "\n".join(["set -e", *lines, 'printf "%s" "${CEPKIT_SECRET:-<none>}"'])
+    proc = subprocess.run(["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
+                          text=True, check=True)
+    return proc.stdout
+
+
+def test_a_by_hand_script_takes_the_secret_from_the_environment_or_the_external_launchs_file(tmp_path):
+    """The script never holds the secret: it keeps CEPKIT_SECRET when the caller has it, else reads
+    the 0600 file an external launch writes, else runs without one (a feed started without a
+    secret)."""
+    spec = _spec(tmp_path)
+    spec.run_dir.mkdir(parents=True)
+    path = secret_file(spec)
+    assert path == spec.run_dir.absolute() / "secret"
+    lines = secret_lines(path)
+    assert _secret_seen(lines, {}) == "<none>"
+    write_secret_file(path, "s3cr3t-of-the-run")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert _secret_seen(lines, {}) == "s3cr3t-of-the-run"
+    assert _secret_seen(lines, {"CEPKIT_SECRET": "from-the-caller"}) == "from-the-caller"
+    with pytest.raises(FileExistsError):        # never over an existing file
+        write_secret_file(path, "another")
+    script = submit_script(["spark-submit", "program.py"], {"CEPKIT_SECRET": "leaked?"}, path)
+    assert "s3cr3t-of-the-run" not in script and "leaked?" not in script and "\n".join(lines) in script

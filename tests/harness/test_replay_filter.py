@@ -44,8 +44,31 @@ def test_comparing_ends_once_the_replay_is_past_the_earlier_epoch():
     f.admit("s", "1.0", _rows((5, 50, 1.0), (6, 60, 1.0)), 1_000)
     assert f.admit("s", "2.0", _rows((5, 50, 1.0)), 2_000).num_rows == 0
     assert f.admit("s", "2.0", _rows((7, 70, 1.0)), 2_100).num_rows == 1      # past inputTS 60
-    assert "s" not in f.matching
+    assert f.matching["s"].caught_up == {""}
     assert f.admit("s", "2.0", _rows((6, 60, 1.0)), 2_200).num_rows == 1      # no longer compared
+
+
+def test_each_sender_replays_at_its_own_pace():
+    # Two subtasks: a's keys 1, 2; b's keys 5, 6. After the restore a catches up first; b's replay,
+    # later, is still dropped (one sender past the earlier generation says nothing of another).
+    f = ReplayFilter(())
+    f.admit("s", "1.0.0", _rows((1, 10, 1.0), (2, 60, 1.0)), 1_000)
+    f.admit("s", "1.0.1", _rows((5, 20, 1.0), (6, 50, 1.0)), 1_000)
+    assert f.admit("s", "1.1.0", _rows((1, 10, 1.0), (2, 60, 1.0)), 2_000).num_rows == 0
+    assert f.admit("s", "1.1.0", _rows((3, 70, 1.0)), 2_100).num_rows == 1    # a is past inputTS 60
+    out = f.admit("s", "1.1.1", _rows((5, 20, 1.0), (6, 50, 1.0), (7, 80, 1.0)), 2_500)
+    assert out.column("id").to_pylist() == [7] and f.dropped == 4 and "s" not in f.matching
+
+
+def test_a_late_send_of_an_earlier_generation_is_an_original():
+    # The cancelled attempt's last send arrives after the restored one began: its rows are answers
+    # the restored job will send again, so they are dropped then; the generation does not go back.
+    f = ReplayFilter(())
+    f.admit("s", "1.0.0", _rows((1, 10, 1.0)), 1_000)
+    assert f.admit("s", "1.1.0", _rows((1, 10, 1.0)), 2_000).num_rows == 0
+    assert f.admit("s", "1.0.1", _rows((5, 20, 1.0)), 2_050).num_rows == 1    # late, kept
+    assert f.generation["s"] == ((0, 1), (0, 1))
+    assert f.admit("s", "1.1.1", _rows((5, 20, 1.0), (8, 30, 1.0)), 2_100).column("id").to_pylist() == [8]
 
 
 def test_the_sink_keeps_every_answer_once_across_epochs(tmp_path):

@@ -33,6 +33,8 @@ def test_flink_runs_the_program_under_its_interpreter_with_flink_settings_only(t
     assert launch.command[-4:] == ["--master", "local[2]", "--conf", "execution.checkpointing.interval=5 s"]
     assert "spark.driver.memory=4g" not in " ".join(launch.command)
     assert launch.script_name == "flink-run.sh" and "export PYTHONPATH=/src" in launch.script
+    # The run's secret: from the caller's environment or the external launch's file, never written in.
+    assert f"CEPKIT_SECRET=$(cat {spec.run_dir.absolute() / 'secret'})" in launch.script
     assert launch.env["FLINK_LOG_DIR"].endswith("run/engine/logs")
     assert runner("flink").sampled_extra(spec, {"pid": 1}) == []
 
@@ -48,6 +50,7 @@ def test_spark_keeps_its_submit_script_and_the_old_name_still_means_spark(tmp_pa
     assert spec.engine == "spark"
     launch = runner(spec.engine).launch(spec, ARGS, {})
     assert launch.script_name == "spark-submit.sh" and "spark-submit" in launch.script
+    assert f"CEPKIT_SECRET=$(cat {spec.run_dir.absolute() / 'secret'})" in launch.script
     assert launch.command[:2] == [spec.python, str(spec.program.resolve())]
     with pytest.raises(CepkitError, match="engine: engine 'storm' is not known"):
         _spec(tmp_path, engine="storm")

@@ -1,0 +1,201 @@
+"""The benchmarks across hosts: four network namespaces made by scripts/netns-cluster.sh (the
+harness, the engine's master, two workers, each with its own address on a private bridge), the
+workers running the engine from a Python environment without cepkit, in working directories outside
+the checkout (specs/ENGINE_RUN.md, "On several machines"). On each engine: quick SF=1 Pairs (the
+tests' short replay) validated PASSED while a host without the run's secret is refused by the feed
+and the sink; and a worker host whose link is cut for 20 s mid-run.
+
+Needs root (network namespaces); torn down after each engine's tests, also when they fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import SHORT_PAIRS
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "netns-cluster.sh"
+CUT_SECONDS = 20
+# What the engines' Python workers run: Spark's daemon and its forks, Flink's Beam worker.
+PYTHON_WORKERS = ("pyspark.daemon", "pyspark.worker", "fn_execution", "beam")
+
+pytestmark = pytest.mark.multihost
+
+
+def _can_make_hosts() -> bool:
+    return os.geteuid() == 0 and subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module", params=["spark", "flink"])
+def hosts(request, tmp_path_factory):
+    """The four hosts with the engine's cluster up: cluster.env's settings, and the state dir."""
+    if not _can_make_hosts():
+        if os.environ.get("CI"):
+            pytest.fail("the multihost tests need root and iproute2 (network namespaces)")
+        pytest.skip("needs root and iproute2 (network namespaces)")
+    directory = tmp_path_factory.mktemp(f"hosts-{request.param}")
+    env = {**os.environ, "CEPKIT_NETNS": f"ck{os.getpid() % 100_000}"}
+    try:
+        up = subprocess.run(["bash", SCRIPT, "up", directory, request.param], capture_output=True, text=True,
+                            env=env, timeout=600)
+        assert up.returncode == 0, up.stderr[-3000:]
+        info = dict(line.split("=", 1) for line in (directory / "cluster.env").read_text().splitlines() if "=" in line)
+        yield {**info, "DIR": directory, "ENV": env}
+    finally:
+        subprocess.run(["bash", SCRIPT, "down", directory], capture_output=True, env=env, timeout=300)
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert env["CEPKIT_NETNS"] + "-" not in left, left
+
+
+def _config(hosts, path: Path, **run) -> Path:
+    """The tests' short Pairs run (quick SF=1, replayed at 4x), on the cluster across the hosts."""
+    settings = {"engine": hosts["ENGINE"], "master": hosts["MASTER_URL"], "feed_bind": hosts["HARNESS_ADDR"],
+                "checkpoint_url": f"file://{hosts['SHARED_DIR']}/checkpoints",
+                "worker_python": hosts["WORKER_PYTHON"], **run}
+    head, sep, tail = SHORT_PAIRS.read_text().partition("[run]\n")
+    path.write_text(head + sep + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()) + tail)
+    return path
+
+
+def _on(hosts, host: str, *cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", SCRIPT, "exec", hosts["DIR"], host, *map(str, cmd)], capture_output=True,
+                          text=True, env=hosts["ENV"], **kw)
+
+
+def _cepkit(hosts, *args, cwd: Path) -> subprocess.Popen:
+    """`cepkit ARGS` on the harness host (in the background)."""
+    cmd = ["bash", SCRIPT, "exec", hosts["DIR"], "harness", sys.executable, "-m", "cepkit_app.cli", *map(str, args)]
+    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**hosts["ENV"], "PYTHONPATH": str(REPO)})
+
+
+def _summary(run_dir: Path, out: str) -> dict:
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "PASSED", out[-3000:]
+    for s in summary["streams"]:
+        assert (s["missing"], s["undue"], s["wrong"]) == (0, 0, 0), s
+    return summary
+
+
+def _worker_processes(hosts) -> list[int]:
+    pids = []
+    for host in ("worker-1", "worker-2"):
+        ns = f"{hosts['NETNS_PREFIX']}-{host}"
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+        pids += [int(p) for p in out.split()]
+    return pids
+
+
+def _python_workers_free_of_the_checkout(hosts) -> list[str]:
+    """What the engine's Python workers on the worker hosts run: each one's interpreter, working
+    directory and PYTHONPATH, none of them in the checkout. Empty when none runs now."""
+    seen = []
+    for pid in _worker_processes(hosts):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode(
+                errors="replace").split("\0") if "=" in e)
+        except OSError:
+            continue                       # gone meanwhile
+        if "python" not in Path(exe).name:
+            continue
+        where = " ".join(a.decode(errors="replace") for a in argv)
+        if not any(w in where for w in PYTHON_WORKERS):
+            continue                       # e.g. a launcher script's probe, not a worker
+        assert argv[0].decode().startswith(str(Path(hosts["WORKER_PYTHON"]).parent)), where
+        assert not cwd.startswith(str(REPO)), (where, cwd)
+        assert str(REPO) not in environ.get("PYTHONPATH", ""), (where, environ.get("PYTHONPATH"))
+        seen.append((where, environ.get("PYTHONPATH", "")))
+    return seen
+
+
+def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(hosts, tmp_path):
+    # The workers' interpreter knows nothing of cepkit, from their own directories.
+    for host in ("worker-1", "worker-2"):
+        probe = _on(hosts, host, "env", "-i", hosts["WORKER_PYTHON"], "-c", "import kit", cwd=hosts["DIR"] / host)
+        assert probe.returncode != 0 and "No module named 'kit'" in probe.stderr, probe.stderr
+    run_dir = tmp_path / "run"
+    proc = _cepkit(hosts, "pairs", "-c", _config(hosts, tmp_path / "run.toml"), "--out", run_dir, cwd=tmp_path)
+    # While it runs: the engine's Python workers on the worker hosts, and a stranger on worker-2
+    # who knows the feed's and the sink's addresses (the program's arguments) but not the secret.
+    script = run_dir / "engine" / ("spark-submit.sh" if hosts["ENGINE"] == "spark" else "flink-run.sh")
+    python_workers, refusals = [], {}
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (python_workers and refusals):
+        time.sleep(1)
+        python_workers = python_workers or _python_workers_free_of_the_checkout(hosts)
+        if script.exists() and not refusals:
+            text = script.read_text()
+            for flag in ("--driver", "--sink"):
+                address = re.search(rf"{flag} (\S+)", text)[1]
+                host, port = address.rsplit(":", 1)
+                refusals[flag] = _on(hosts, "worker-2", hosts["WORKER_PYTHON"], "-c", _STRANGER, host, port,
+                                     timeout=60).stdout.strip()
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    _summary(run_dir, err)
+    assert python_workers, "no Python worker of the engine was seen on the worker hosts"
+    # The runtime reached the workers the engine's way: Spark's executors fetched runtime.zip
+    # (addPyFile) into their work directories; Flink's Python workers run it from the job's
+    # shipped python files (python.files, through the blob server).
+    if hosts["ENGINE"] == "spark":
+        assert list(hosts["DIR"].glob("worker-*/work/app-*/*/runtime.zip")), "no executor got runtime.zip"
+    else:
+        assert any("/python-files/" in path for _, path in python_workers), python_workers
+    for flag, answer in refusals.items():
+        assert answer.startswith("refused"), (flag, answer)
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    assert run["refused_connections"]["feed"] >= 1 and run["refused_connections"]["sink"] >= 1, run
+    assert run["engine"]["started"]["master"] == hosts["MASTER_URL"]
+    # The feed and the sink listened on the harness host's address, which the workers reached.
+    assert run["spec"]["advertised_host"] == hosts["HARNESS_ADDR"]
+    print(f"\n{hosts['ENGINE']} across hosts: {err.strip().splitlines()[-4:]}; python workers: "
+          f"{[w for w, _ in python_workers[:2]]}")
+
+
+# A stranger's client: connects, asks the feed's `hello` (or the sink's `stats`) without the auth
+# frame, prints "refused: ..." when the server answers with an error or hangs up, else what it got.
+_STRANGER = r"""
+import json, socket, struct, sys
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection((host, port), timeout=20)
+head = json.dumps({"op": "stats"}).encode()
+s.sendall(struct.pack(">II", len(head), 0) + head)
+try:
+    data = s.recv(65536)
+except OSError as e:
+    print(f"refused: {e}"); sys.exit()
+print("refused: hung up" if not data else ("refused: " if b'"ok": false' in data or b'"ok":false' in data
+      else "served: ") + data[8:300].decode(errors="replace"))
+"""
+
+
+def test_a_worker_host_cut_off_for_20_s_recovers_and_passes(hosts, tmp_path):
+    run_dir = tmp_path / "run"
+    command = ["bash", str(SCRIPT), "fault", str(hosts["DIR"])]
+    config = _config(hosts, tmp_path / "run.toml", faults=["cut-link@12s"], fault_command=command)
+    proc = _cepkit(hosts, "pairs", "-c", config, "--out", run_dir, cwd=tmp_path)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    # The cut; the run may also have seen its program die and be restarted (recovered all the same).
+    (recovery,) = [f for f in _summary(run_dir, err)["faults"] if f["kind"] == "cut-link"]
+    assert recovery["kind"] == "cut-link" and recovery["recovery_ms"] is not None, recovery
+    # The cut-off worker's answers came late: back to normal well after the first output.
+    assert recovery["normal_ms"] >= CUT_SECONDS * 1000 // 2, recovery
+    fault_log = (run_dir / "engine" / "logs" / "fault-1.log").read_text()
+    assert "cutting worker-1's link" in fault_log and "link is up again" in fault_log, fault_log
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    (fault,) = run["faults"]
+    assert fault["kind"] == "cut-link" and not fault["note"], fault
+    print(f"\n{hosts['ENGINE']} link cut: {[line for line in err.splitlines() if 'fault cut-link' in line]}; "
+          f"restarts: {run['restarts']}; sink: {run['sink']}")
