@@ -53,12 +53,13 @@ need_root() {
 
 # The packages each engine's workers need, pinned as the harness's environments have them: pickled
 # pandas and Arrow data cross between the driver and the workers. Spark's transformWithStateInPandas
-# speaks protobuf to its state server, which pyspark's "sql" extra does not list.
+# speaks protobuf to its state server, which pyspark's "sql" extra does not list; J3's lookups
+# query PostgreSQL through psycopg.
 worker_requirements() {
   case "$1" in
     spark) "$REPO/.venv/bin/python" - <<'EOF'
 import importlib.metadata as m
-for p in ("pyspark", "pandas", "pyarrow", "numpy", "protobuf"):
+for p in ("pyspark", "pandas", "pyarrow", "numpy", "protobuf", "psycopg", "psycopg-binary"):
     print(f"{p}=={m.version(p)}")
 EOF
     ;;
