@@ -149,7 +149,8 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     # (addPyFile) into their work directories; Flink's Python workers run it from the job's
     # shipped python files (python.files, through the blob server).
     if hosts["ENGINE"] == "spark":
-        assert list(hosts["DIR"].glob("worker-*/work/app-*/*/runtime.zip")), "no executor got runtime.zip"
+        shipped = hosts["DIR"].glob(str(Path("worker-*", "work", "app-*", "*", "runtime.zip")))   # executors' dirs
+        assert list(shipped), "no executor got runtime.zip"
     else:
         assert any("/python-files/" in path for _, path in python_workers), python_workers
     for flag, answer in refusals.items():
