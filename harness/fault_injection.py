@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 
 from pathlib import Path
@@ -163,8 +164,6 @@ class FaultInjector:
     def wait_commands(self, timeout_s: float = HOST_FAULT_WAIT_S) -> list[FaultRecord]:
         """Wait for the host faults' commands still at work; end those that outlast `timeout_s`.
         The records of commands that failed or had to be ended, each with a note saying so."""
-        import time
-
         noted, deadline = [], time.monotonic() + timeout_s
         for record, proc in self._commands:
             try:

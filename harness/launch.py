@@ -124,24 +124,27 @@ def spark_submit_command(spec: EngineRunSpec, args: list[str], conf) -> list[str
     return cmd + [str(spec.program.resolve()), *args]
 
 
-def submit_script(cmd: list[str], env: dict[str, str], secret_at: Path) -> str:
-    """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports). The
-    runtime reaches the program and the executors through --py-files, so no PYTHONPATH is set; the
-    secret comes from the environment or `secret_at` (secret_lines)."""
-    lines = ["#!/bin/sh",
-             "# This run's engine program through spark-submit (specs/ENGINE_RUN.md, \"By hand\"). Run it",
-             "# while a harness feeds and collects on the ports below, e.g. `cepkit pairs --launch external`.",
-             "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k not in ("PYTHONPATH", SECRET_ENV)]
+def by_hand_script(head: list[str], exports: dict[str, str], command: list[str], secret_at: Path) -> str:
+    """A run's engine by hand (every engine's runner writes one): comment lines `head`, `exports`
+    (the run's secret never among them), the secret from the caller's environment or `secret_at`
+    (secret_lines), then `command` with each option and its value on one line."""
+    lines = ["#!/bin/sh", *head, "set -e"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(exports.items()) if k != SECRET_ENV]
     lines += secret_lines(secret_at)
-    words, parts = [shlex.quote(c) for c in cmd], []
-    i = 0
-    while i < len(words):            # an option and its value on one line
-        takes_value = words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--")
+    words, parts, i = [shlex.quote(c) for c in command], [], 0
+    while i < len(words):
+        takes_value = words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-")
         parts.append(" ".join(words[i:i + 2]) if takes_value else words[i])
         i += 2 if takes_value else 1
-    lines.append("exec " + " \\\n  ".join(parts))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["exec " + " \\\n  ".join(parts)]) + "\n"
+
+
+def submit_script(cmd: list[str], env: dict[str, str], secret_at: Path) -> str:
+    """engine/spark-submit.sh: the run's engine, by hand (while a harness feeds these ports). The
+    runtime reaches the program and the executors through --py-files, so no PYTHONPATH is set."""
+    return by_hand_script(["# This run's engine program through spark-submit (specs/ENGINE_RUN.md, \"By hand\"). Run it",
+                           "# while a harness feeds and collects on the ports below, e.g. `cepkit pairs --launch "
+                           "external`."], {k: v for k, v in env.items() if k != "PYTHONPATH"}, cmd, secret_at)
 
 
 def program_env(spec: EngineRunSpec) -> dict[str, str]:

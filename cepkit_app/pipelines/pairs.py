@@ -161,17 +161,18 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
                            mean_release_eps(cfg, manifest), say=stage)
     result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
-    restarts = tuple(restart_line(r) for r in result.restarts) + tuple(filter(None, [refused_line(result)]))
+    # What the command line says of the run besides its figures: each death, any refused stranger.
+    notes = tuple(restart_line(r) for r in result.restarts) + tuple(filter(None, [refused_line(result)]))
     if not validates(result):      # a run stopped as unsustainable on purpose proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result,
-                               restarts)
+                               notes)
     stage("validate: reference answers, comparison, latency, pscore" +
           (" (of what a failed run put out: answers it never gave count as missing)" if result.status == "failed"
            else ""))
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
                                              req.chart_strategy, measure_ms(cfg), verify=False, manifest=dataset))
     return PairsRunOutcome(run, result.status, result.message, outcome.verdict, outcome.text, outcome.report,
-                           outcome.pscore, outcome.p99_ms, result, restarts + tuple(outcome.lines))
+                           outcome.pscore, outcome.p99_ms, result, notes + tuple(outcome.lines))
 
 
 def _replay_text(cfg: Config, manifest: dict) -> str:

@@ -15,15 +15,12 @@ the cluster its `--master` names).
 from __future__ import annotations
 
 import re
-import shlex
-from pathlib import Path
 
-from harness.launch import secret_file, secret_lines
+from harness.launch import by_hand_script, secret_file
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
 from kit.errors import CepkitError
 from kit.faults import FLINK_MASTER_PREFIX
-from kit.wire.auth import SECRET_ENV
 
 SCRIPT = "flink-run.sh"
 _LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?")
@@ -41,20 +38,6 @@ def cluster_address(master: str) -> tuple[str, int] | None:
                           f"standalone cluster ({FLINK_MASTER_PREFIX}HOST:PORT, its JobManager's REST address), "
                           f"got {master!r}")
     return m["host"], int(m["port"])
-
-
-def _script(head: list[str], exports: dict[str, str], command: list[str], secret_at: Path) -> str:
-    """The by-hand script: its environment, the run's secret from the caller's environment or the
-    external launch's file (harness/launch.py secret_lines: never written here), the command."""
-    lines = ["#!/bin/sh", *head, "set -e"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(exports.items()) if k != SECRET_ENV]
-    lines += secret_lines(secret_at)
-    words, parts, i = [shlex.quote(c) for c in command], [], 0
-    while i < len(words):            # an option and its value on one line
-        takes_value = words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-")
-        parts.append(" ".join(words[i:i + 2]) if takes_value else words[i])
-        i += 2 if takes_value else 1
-    return "\n".join(lines + ["exec " + " \\\n  ".join(parts)]) + "\n"
 
 
 def flink_run_command(spec: EngineRunSpec, program_args: list[str], address: tuple[str, int]) -> list[str]:
@@ -84,14 +67,14 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     # program's, per run, instead of one file inside the environment's pyflink package for every run.
     logs = {"FLINK_LOG_DIR": str((spec.run_dir / "logs").absolute())}
     if address is None:
-        script = _script(["# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
+        script = by_hand_script(["# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
                          env, command, secret_file(spec))
     else:
         # The runtime reaches the client through -pyfs and the TaskManagers through python.files,
         # so no PYTHONPATH is set (as in spark-submit.sh).
         exports = {**{k: v for k, v in env.items() if k != "PYTHONPATH"}, **logs}
-        script = _script(["# This run's Flink program through the Flink distribution's `flink run`, on the cluster",
+        script = by_hand_script(["# This run's Flink program through the Flink distribution's `flink run`, on the cluster",
                           f"# {spec.master} (specs/ENGINE_RUN.md, \"Clusters\"). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
                          exports, flink_run_command(spec, own, address), secret_file(spec))
