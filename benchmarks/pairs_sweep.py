@@ -23,8 +23,16 @@ p99 with the number of orders behind it (n) and its 95 % interval, pscore, mean 
 older version of this script printed) as series LABEL, e.g. a sweep run on an older checkout of
 the kit: `--include runs/sweep-old/points.jsonl="shared (landed 032e424)"`.
 
+--repeat K (default 1) runs each point K times over the same dataset and strategies, as `cepkit
+pairs --repeat K` does (cepkit_app/pipelines/repeat.py): the point's directory is a repetition
+directory (run-1 ... run-K and repeat.json, which `cepkit compare` reads), and the point is the
+median of the runs that completed and PASSED with their range (min-max) and n, in the table, in
+points.jsonl (with each run's row under "runs") and on the page (error bars). A point is a result,
+and the plan goes on, only when every one of its runs completed; the stop rule reads the median p99.
+
     .venv/bin/python benchmarks/pairs_sweep.py [--engine spark|flink] [--plans keyed,shared,per-strategy]
-           [--sfs 1,2,4,...] [--runs runs/sweep] [--per-strategy-limit 25] [--include FILE=LABEL] [--set KEY=VALUE ...]
+           [--sfs 1,2,4,...] [--runs runs/sweep] [--per-strategy-limit 25] [--include FILE=LABEL] [--repeat K]
+           [--set KEY=VALUE ...]
 
 Run it alone on the machine: on 2 cores another engine job or test run skews every figure.
 """
@@ -41,6 +49,7 @@ import numpy as np
 
 from benchmarks_common import checkout_version
 from cepkit_app.pipelines.pairs import PairsRunRequest, run_pairs_pipeline
+from cepkit_app.pipelines.repeat import RepeatPlan, RunInputs, repeat_count, run_repeats
 from kit.atomic import atomic_write
 from kit.config import PLANS, load_config
 from kit.engines import engine_name
@@ -53,6 +62,7 @@ from kit.shipped import config_path
 from validator.latency import LatencyStats, Pscore, event_time_latency_ms, latency_stats, measurement_mask
 from validator.order_stats import percentile_text
 from validator.outputlog import read_output_log
+from validator.compare_runs import Spread, spread
 from validator.sweep_page import SweepPoint, write_sweep_page
 
 DEFAULT_SFS = "1,2,4,10,11,16,32,64,128,256,384,512"
@@ -124,14 +134,19 @@ def sweep_config(base_args: list[str], sf: int, plan: str, engine: str = "spark"
                                                           f"run.engine={engine!r}"])
 
 
-def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None, engine: str = "spark") -> dict:
+def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None, engine: str = "spark",
+            run_dir: Path | None = None, inputs: RunInputs | None = None) -> dict:
+    """One run's row: into a fresh `sfSF-PLAN` directory under `runs`, or into `run_dir` with
+    `inputs` (a repetition's later run: the first run's dataset and strategies)."""
     config = sweep_config(base_args, sf, plan, engine)
-    run_dir = fresh_path(runs, run_name(sf, plan, engine))
+    run_dir = fresh_path(runs, run_name(sf, plan, engine)) if run_dir is None else run_dir
+    inputs = RunInputs(strategy_limit=limit) if inputs is None else inputs
     series = series_name(plan, engine)
     started = time.time()
-    outcome = run_pairs_pipeline(PairsRunRequest(config, run_dir, strategy_limit=limit),
+    outcome = run_pairs_pipeline(PairsRunRequest(config, run_dir, inputs.data_dir, inputs.strategies_file,
+                                                 inputs.strategy_limit, verify=inputs.verify),
                                  stage=lambda s: print(f"  [{series} SF={sf}] {s}", file=sys.stderr, flush=True))
-    manifest = load_manifest(run_dir / "data")
+    manifest = load_manifest(inputs.data_dir or run_dir / "data")
     profile = manifest.rate_profile()
     duration_s = profile.duration_ms / 1000
     eng = outcome.engine
@@ -148,6 +163,45 @@ def one_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | N
             "pscore": outcome.pscore, "cores": None if eng.mean_cpu_percent is None else eng.mean_cpu_percent / 100,
             "peak_rss_mib": (eng.peak_rss_bytes or 0) / 2**20, "status": outcome.status,
             "verdict": outcome.verdict, "wall_s": time.time() - started, "run": str(run_dir)}
+
+
+def repeated_run(base_args: list[str], sf: int, plan: str, runs: Path, limit: int | None, engine: str,
+                 repeat: int) -> dict:
+    """`repeat` runs of one point over the same inputs, in a repetition directory `sfSF-PLAN`
+    (run-1 ... run-K, repeat.json); the point's row is their summary (`repeated_row`)."""
+    parent = fresh_path(runs, run_name(sf, plan, engine))
+    rows: list[dict] = []
+
+    def one(_engine: str, i: int, run_dir: Path, inputs: RunInputs) -> None:
+        rows.append(one_run(base_args, sf, plan, runs, None, engine, run_dir, inputs))
+
+    doc = run_repeats(RepeatPlan(parent, repeat, (engine,)), RunInputs(strategy_limit=limit), one,
+                      stage=lambda s: print(f"  [{series_name(plan, engine)} SF={sf}] {s}", file=sys.stderr,
+                                            flush=True))
+    return repeated_row(rows, doc, parent)
+
+
+def repeated_row(rows: list[dict], doc: dict, parent: Path) -> dict:
+    """The point of repeated runs (`rows`, their repeat.json `doc`): the median and range (min-max)
+    of the MarketOrder p99 and pscore over the runs that completed and PASSED, with n in the table's
+    text; the median cores and RSS of those runs; completed and PASSED only when every run was."""
+    (group,) = doc["spread"]
+    p99, ps = Spread.from_dict(group["p99_ms"]), Spread.from_dict(group["pscore"])
+    counted = [r for r in rows if r["status"] == "completed" and r["verdict"] == "PASSED"]
+    statuses, verdicts = [r["status"] for r in rows], [r["verdict"] for r in rows]
+    status = next((s for s in statuses if s != "completed"), "completed")
+    verdict = "PASSED" if all(v == "PASSED" for v in verdicts) else "FAILED" if "FAILED" in verdicts \
+        else "NOT VALIDATED"
+    median = lambda key: spread([r[key] for r in counted if r.get(key) is not None]).median  # noqa: E731
+    first = rows[0]
+    return {**{k: first[k] for k in ("series", "engine", "sf", "plan", "mean_eps", "peak_eps", "strategies")},
+            "p50_ms": None, "latencies": None, "p99": None,
+            "order_p99_ms": p99.median, "order_p99_low": p99.low, "order_p99_high": p99.high, "orders": None,
+            "order_p99_text": p99.text(unit=""), "pscore": ps.median, "pscore_low": ps.low, "pscore_high": ps.high,
+            "pscore_text": ps.text(lambda v: f"{v:,.2f}"), "cores": median("cores"),
+            "peak_rss_mib": median("peak_rss_mib"), "status": status, "verdict": verdict,
+            "repeat": len(rows), "counted": len(counted), "wall_s": sum(r["wall_s"] for r in rows),
+            "run": str(parent), "runs": rows}
 
 
 def read_points(path: Path, label: str | None) -> list[dict]:
@@ -188,7 +242,8 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         print(f"| {r.get('engine', 'spark')} | {r['series']} | {r['sf']} | "
               f"{r['mean_eps']:,.0f} / {r['peak_eps']:,.0f} | {r['strategies']} | "
-              f"{r.get('order_p99_text') or _fmt(r.get('order_p99_ms'), ',.0f')} | {_fmt(r.get('pscore'), ',.2f')} | "
+              f"{r.get('order_p99_text') or _fmt(r.get('order_p99_ms'), ',.0f')} | "
+              f"{r.get('pscore_text') or _fmt(r.get('pscore'), ',.2f')} | "
               f"{_fmt(r.get('cores'), '.2f')} | {_fmt(r.get('peak_rss_mib'), ',.0f')} | {r['status']} | "
               f"{r['verdict']} |", flush=True)
 
@@ -208,9 +263,12 @@ def main() -> int:
                     help="keep only the first N strategies in every run (a like-for-like comparison)")
     ap.add_argument("--include", action="append", default=[], metavar="FILE[=LABEL]",
                     help="add another sweep's points (JSON lines) as series LABEL")
+    ap.add_argument("--repeat", default="1", metavar="K",
+                    help="run each point K times over the same inputs: median and range (default 1)")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     try:
+        repeat = repeat_count(args.repeat)
         engine = engine_name(args.engine)
         plans = parse_plans(args.plans, engine)
         sfs = [int(x) for x in args.sfs.split(",") if x.strip()]
@@ -228,11 +286,14 @@ def main() -> int:
     rows: list[dict] = []
     notes = [f"Engine: {engine}. Measured with cepkit {version}, quick standard profile (~2 minutes a run), --master "
              f"from the config ({' '.join(args.overrides) or 'defaults'}); per-strategy runs keep the first "
-             f"{args.per_strategy_limit or 'all'} strategies."]
+             f"{args.per_strategy_limit or 'all'} strategies."
+             + (f" Each point: {repeat} runs over the same inputs, the median of those that completed and PASSED, "
+                f"with their range." if repeat > 1 else "")]
     for plan in plans:
         for sf in sfs:
             limit = args.strategy_limit or ((args.per_strategy_limit or None) if plan == "per-strategy" else None)
-            row = one_run(args.overrides, sf, plan, runs, limit, engine)
+            row = one_run(args.overrides, sf, plan, runs, limit, engine) if repeat == 1 else \
+                repeated_run(args.overrides, sf, plan, runs, limit, engine, repeat)
             rows.append(row)
             atomic_write(runs / "points.jsonl", "".join(json.dumps(r) + "\n" for r in rows), overwrite=True)
             points = [SweepPoint.from_dict(r) for r in included + rows]

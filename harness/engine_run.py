@@ -5,9 +5,11 @@ process, holding its events), and the engine program (a generated PySpark progra
 process tree: Python, the JVM, Spark's Python workers). When the program prints `started` (its
 query waits for data) the driver begins releasing. Once a second the monitor samples the driver
 (backlog), the sink (outputs, latency) and the program's processes (CPU, memory), and calls
-`on_progress`. A program that dies (for any reason) is restarted from its checkpoint up to
-`max_restarts` times (harness/supervision.py). The run ends when the program finishes by itself,
-dies once too often, falls behind for longer than the backlog limit allows (q^b: "unsustainable"),
+`on_progress`; from the run's begin a health sampler (harness/health.py) writes every 5 s what
+could grow over a long run: the harness's, the driver's and the engine's memory, the engine's
+state, checkpoint and output sizes. A program that dies (for any reason) is restarted from its
+checkpoint up to `max_restarts` times (harness/supervision.py). The run ends when the program
+finishes by itself, dies once too often, falls behind for longer than the backlog limit allows (q^b: "unsustainable"),
 or does not catch up within `drain_timeout_s` after the last event was released. Subprocesses never outlive `run_engine`,
 whatever happens (exceptions and Ctrl-C included).
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from harness.engine_process import EngineProcess, last_error_line
 from harness.fault_injection import FaultInjector, engine_jvm, find_program
+from harness.health import HEALTH_CSV, HealthSampler, local_checkpoint
 from harness.launch import checkpoint_location, program_args, program_env, runtime_zip, secret_file, write_secret_file
 from harness.runners import runner
 from harness.process import DriverProcess
@@ -86,6 +89,7 @@ class _Run:
         self.client: DriverClient | None = None
         self.program: EngineProcess | None = None
         self.sampler: ResourceSampler | None = None
+        self.health: HealthSampler | None = None      # metrics/health.csv, from the run's begin
         self.backlog_log: BacklogLog | None = None
         self.clocks: dict | None = None
         self.last_stats: dict | None = None
@@ -134,6 +138,10 @@ class _Run:
         write_json(logs / "command.json", self.command)
         self.timings["program_start_ms"] = now_ms()
         self.sampler = ResourceSampler(None, self.dirs["metrics"] / "resources.csv", extra=self._executors)
+        checkpoint = local_checkpoint(self.checkpoint_at)
+        self.health = HealthSampler(self.dirs["metrics"] / HEALTH_CSV, outputs=self.dirs["outputs"],
+                                    checkpoint=checkpoint, driver_pid=self.driver.proc.pid, resources=self.sampler,
+                                    state=self.engine.state_gauge(checkpoint, lambda: self.heard_checkpoint))
         if spec.launch == "harness":
             self._launch(attempt=1)
         elif self.on_event is not None:
@@ -217,6 +225,7 @@ class _Run:
         spec, client = self.spec, self.client
         client.begin()
         self.sampler.mark()
+        self.health.start()     # long-run health is the run's own: start-up is not sampled
         self.clocks = client.info()["clocks"]
         self.timings["run_start_wall_ms"] = self.clocks["run_start_wall_ms"]
         begun = time.monotonic()

@@ -55,6 +55,33 @@ class CsvLog:
             self._fh.close()
 
 
+class SamplingThread:
+    """A CSV log written by a thread of its own from `start()` to `stop()` (its `_loop`, which
+    ends when `_stop` is set); the samplers of this module and harness/health.py."""
+
+    def __init__(self, csv_path: Path, columns: tuple[str, ...], name: str):
+        self._log = CsvLog(csv_path, columns)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    @property
+    def csv_path(self) -> Path:
+        return self._log.path
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._log.close()
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
 class BacklogLog(CsvLog):
     def __init__(self, path: Path):
         super().__init__(path, BACKLOG_COLUMNS)
@@ -84,7 +111,7 @@ def tree_rss(procs, vms_of: dict[int, int]):
         yield kind, 0 if shared else mem.rss
 
 
-class ResourceSampler:
+class ResourceSampler(SamplingThread):
     """Samples the tree under `root_pid` every `interval_s` until `stop()`, plus the trees of the
     pids `extra()` names (a cluster's executors on this machine). `retarget` moves it to another
     root (a restarted program, or one found after it started); with no root there is no row."""
@@ -94,12 +121,10 @@ class ResourceSampler:
         self.root_pid = root_pid
         self._extra = extra
         self.interval_s = interval_s
-        self._log = CsvLog(csv_path, RESOURCE_COLUMNS)
+        super().__init__(csv_path, RESOURCE_COLUMNS, "resource-sampler")
         self._procs: dict[int, psutil.Process] = {}
         self._cpu_s: dict[int, float] = {}
         self._last_t: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self.samples = 0
         self.peak_rss_bytes = 0
         self.last: dict | None = None
@@ -117,16 +142,6 @@ class ResourceSampler:
         """From now on `run_mean_cpu_percent` averages the samples (the measured run begins)."""
         self._marked = True
 
-    def start(self) -> "ResourceSampler":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        self._log.close()
-
     @property
     def mean_cpu_percent(self) -> float | None:
         """Over every sample, start-up included."""
@@ -137,9 +152,6 @@ class ResourceSampler:
         """Over the samples since mark() (None before any)."""
         return self._run_cpu_sum / self._run_samples if self._run_samples else None
 
-    @property
-    def csv_path(self) -> Path:
-        return self._log.path
 
     def _loop(self) -> None:
         # The first reading only sets the CPU baseline; rows start one interval later.

@@ -35,6 +35,8 @@ def _round(x: float | None) -> float | None:
 def _cleanup(run) -> None:
     """Stop everything that was started, in order; never raises for a half-started run."""
     errors = []
+    if run.health is not None:      # first: no row sees the engine being stopped
+        run.health.stop()
     if run.program is not None:
         try:
             if run.program.poll() is None:
@@ -108,6 +110,9 @@ def _write_run_json(run, result: EngineRunResult) -> None:
                                                               else None),
                       "samples": run.sampler.samples if run.sampler else 0,
                       "peak_state_bytes": result.peak_state_bytes, "peak_state_rows": result.peak_state_rows},
+        # metrics/health.csv (harness/health.py): how many rows, and what the slowest one cost.
+        "health": {"rows": run.health.rows, "interval_s": run.health.interval_s,
+                   "max_sample_ms": run.health.max_sample_ms} if run.health is not None else None,
         "latency": sink["latency"] if sink else None,
         # Re-sent batches the sink dropped by id, and a restored Flink job's replayed answers it
         # dropped by content (harness/replay_filter.py).

@@ -13,6 +13,14 @@ Pairs runs, or all micro suite runs of one mode) and writes, atomically into a n
   (released and pulled, from backlog.csv), CPU and resident memory over each run's own time since
   its start, one colour per run, overlaid.
 
+Repeated runs show their spread instead (specs/VALIDATION.md, "Repetitions"): a repetition
+directory (`cepkit pairs --repeat K`, its repeat.json) gives one column per engine it holds, whose
+cells are the median and [min–max] of the MarketOrder p99, pscore, throughput, CPU and RSS over
+its completed, PASSED runs, with the number of runs behind them (compare.json: the cell's
+`spread`). With `spread=True` (`cepkit compare --spread`), or beside a repetition directory, the
+plain Pairs run directories given are grouped the same way, one column per engine. Such columns
+have no time-series figure.
+
 `comparison_text(doc)` gives the tables of a compare.json as plain text (what `cepkit compare`
 prints). The pages' look is the Pairs report's (validator.report_page, validator.plots).
 """
@@ -31,7 +39,7 @@ import numpy as np
 from kit.atomic import StagedDir
 from kit.errors import CepkitError
 from validator import plots
-from validator.compare_runs import RunResult, Series, UnitResult, read_run
+from validator.compare_runs import RunResult, Series, UnitResult, grouped_results, read_run, repeat_results, run_kind
 from validator.report_page import _jsonable, data_uri, environment
 
 KIND = "cepkit.compare"
@@ -39,17 +47,19 @@ SCHEMA_VERSION = 1
 TEMPLATE = "compare.html.j2"
 PAGE, DOC = "compare.html", "compare.json"
 MODE_WORDS = {"pairs": "a Pairs run", "fixed-rate": "a microbenchmark suite run at fixed rate",
-              "sustainable": "a microbenchmark suite run with --sustainable"}
+              "sustainable": "a microbenchmark suite run with --sustainable",
+              "repeat": "repeated Pairs runs (their spread)"}
 TITLES = {"pairs": "Pairs", "fixed-rate": "microbenchmarks at fixed rate",
-          "sustainable": "microbenchmarks, sustainable throughput"}
+          "sustainable": "microbenchmarks, sustainable throughput", "repeat": "Pairs, repeated runs"}
 
 
-def write_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
+def write_comparison(run_dirs: Sequence[Path], out_dir: Path, spread: bool = False) -> Path:
     """Compare the runs in `run_dirs` into the new directory `out_dir` (module docstring); returns
-    the path of compare.html. Every run is read before anything is written; an existing `out_dir`
+    the path of compare.html. `spread`: group the Pairs run directories by engine, one column of
+    medians and ranges each. Every run is read before anything is written; an existing `out_dir`
     is refused, and a failure leaves nothing behind."""
     staged = StagedDir(out_dir)          # refuses an existing out_dir before any reading
-    runs = read_runs(run_dirs)
+    runs = read_runs(run_dirs, spread)
     columns = column_labels(runs)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     units = _units(runs, columns)
@@ -70,8 +80,10 @@ def write_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
     return Path(out_dir) / PAGE
 
 
-def read_runs(run_dirs: Sequence[Path]) -> list[RunResult]:
-    """Every run, read and checked to be of one kind and mode (the odd one is named)."""
+def read_runs(run_dirs: Sequence[Path], spread: bool = False) -> list[RunResult]:
+    """Every run, read and checked to be of one kind and mode (the odd one is named). A
+    repetition directory gives one spread column per engine; with `spread`, or beside a
+    repetition directory, the Pairs run directories are grouped by engine into spread columns."""
     if not run_dirs:
         raise CepkitError("compare: no run directory given")
     seen: dict[str, Path] = {}
@@ -80,7 +92,11 @@ def read_runs(run_dirs: Sequence[Path]) -> list[RunResult]:
         if real in seen:
             raise CepkitError(f"{d}: given twice (as {seen[real]}); compare different runs")
         seen[real] = Path(d)
-    runs = [read_run(Path(d)) for d in run_dirs]
+    kinds = [run_kind(Path(d)) for d in run_dirs]
+    if spread or "repeat" in kinds:
+        runs = _spread_runs([Path(d) for d in run_dirs], kinds)
+    else:
+        runs = [read_run(Path(d)) for d in run_dirs]
     # The odd one is the first run unlike most (unlike the first run, when two kinds tie).
     common = Counter(r.mode for r in runs).most_common(1)[0][0]
     for r in runs:
@@ -89,6 +105,25 @@ def read_runs(run_dirs: Sequence[Path]) -> list[RunResult]:
             raise CepkitError(f"{r.path}: {MODE_WORDS[r.mode]}, but {other.path} is {MODE_WORDS[common]}; "
                               f"compare runs of one kind")
     return runs
+
+
+def _spread_runs(run_dirs: list[Path], kinds: list[str]) -> list[RunResult]:
+    """Spread columns in the order given: each repetition directory's, in place; the plain Pairs
+    runs grouped by engine, each group where its first run was given."""
+    for d, kind in zip(run_dirs, kinds):
+        if kind == "micro":
+            raise CepkitError(f"{d}: a microbenchmark suite run, but spreads are of Pairs runs (a repeated "
+                              f"sustainable search shows its spread in its own suite's table)")
+    loose = [d for d, kind in zip(run_dirs, kinds) if kind == "pairs"]
+    # A group's path is its first run's: it goes where that run was given.
+    first = {os.path.realpath(r.path): r for r in grouped_results(loose)} if loose else {}
+    out: list[RunResult] = []
+    for d, kind in zip(run_dirs, kinds):
+        if kind == "repeat":
+            out += repeat_results(d)
+        elif os.path.realpath(d) in first:
+            out.append(first[os.path.realpath(d)])
+    return out
 
 
 def column_labels(runs: Sequence[RunResult]) -> list[str]:

@@ -9,9 +9,22 @@ A run directory is recognised by what the pipelines write (cepkit_app/pipelines/
   sustainable) and per workload `<workload>/engine/` (fixed rate), or `<workload>/search.json` and
   its step directories (sustainable: the figures are the best step's, as in the suite report).
 
+- repetitions (`cepkit pairs --repeat K`): `repeat.json` (kind cepkit.repeat) naming its Pairs run
+  directories (`run-1` ... `run-K`, or `ENGINE/run-i` per engine); a sustainable micro search
+  repeated (`cepkit micro --sustainable --repeat K`) keeps its searches in `<workload>/run-i/`,
+  which the summary row's `repeat.search_dir` points into.
+
 `read_run(path)` gives a `RunResult`: the engine (config.toml's `run.engine`), the kind and mode,
 and per unit (the Pairs run; each micro workload) a `UnitResult`, its table cells in a fixed order
 and its time series on the run's own clock (wall seconds since the run start). Nothing is written.
+
+Repetitions are summed up by their spread (specs/VALIDATION.md, "Repetitions"): `spread(values)`
+is the median and range (min-max) of one figure over the runs that count (completed and PASSED);
+`pairs_figures(run_dir)` reads the figures of one Pairs run that enter it (verdict, status,
+MarketOrder p99 with its order count and interval, pscore, throughput, CPU, RSS);
+`read_repeat(path)` reads a repeat.json; `spread_result` turns one engine's runs into one
+`RunResult` (mode "repeat") whose cells are the median and range over them, for a repetition
+directory (`repeat_results`) or for run directories given together (`grouped_results`).
 
 A record that is missing or malformed (run.json, a summary, search.json, config.toml) is one
 CepkitError line naming the file and the key. An output log or a metrics file that cannot be read
@@ -22,6 +35,7 @@ it has.
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +58,10 @@ ENGINE_RUN_KIND = "cepkit.engine-run"
 PAIRS_SUMMARY_KIND = "cepkit.validation-summary"
 MICRO_SUMMARY_KIND = "cepkit.micro-summary"
 SEARCH_KIND = "cepkit.sustainable-search"
-MODES = ("pairs", "fixed-rate", "sustainable")
+REPEAT_KIND = "cepkit.repeat"
+REPEAT_SCHEMA_VERSION = 1
+REPEAT_DOC = "repeat.json"
+MODES = ("pairs", "fixed-rate", "sustainable", "repeat")
 VERDICTS = ("PASSED", "FAILED", "NOT VALIDATED")
 BACKLOG_COLUMNS = ("ts_ms", "released", "pulled")
 
@@ -59,10 +76,16 @@ class Cell:
     count: int | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    # Over repeated runs: the Spread's dict (median, range, n); `value` is then the median and
+    # `count` the runs behind it. Only such cells carry the key in compare.json.
+    spread: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"text": self.text, "value": self.value, "count": self.count, "ci_low": self.ci_low,
-                "ci_high": self.ci_high}
+        out = {"text": self.text, "value": self.value, "count": self.count, "ci_low": self.ci_low,
+               "ci_high": self.ci_high}
+        if self.spread is not None:
+            out["spread"] = dict(self.spread)
+        return out
 
 
 @dataclass(frozen=True)
@@ -99,7 +122,7 @@ class RunResult:
     path: Path
     engine: str
     kind: str                       # "pairs" or "micro"
-    mode: str                       # "pairs", "fixed-rate" or "sustainable"
+    mode: str                       # "pairs", "fixed-rate", "sustainable", or "repeat" (a spread of Pairs runs)
     units: tuple[UnitResult, ...]
     notes: tuple[str, ...] = ()
 
@@ -131,16 +154,19 @@ def _get(doc, key: str, source: Path, want: str = "number", required: bool = Fal
 # -- what kind of run ------------------------------------------------------------------------
 
 def run_kind(path: Path) -> str:
-    """"pairs" or "micro" by the files the pipelines write; a CepkitError for anything else."""
+    """"pairs", "micro" or "repeat" (a repetition directory) by the files the pipelines write; a
+    CepkitError for anything else."""
     p = Path(path)
     if not p.is_dir():
         raise CepkitError(f"{p}: not a run directory ({'not found' if not p.exists() else 'not a directory'})")
+    if (p / REPEAT_DOC).exists():
+        return "repeat"
     if (p / "summary.json").exists():
         return "micro"
     if (p / "engine").exists() or (p / "report").exists():
         return "pairs"
     raise CepkitError(f"{p}: not a cepkit run directory: it has neither engine/run.json (cepkit pairs) nor "
-                      f"summary.json (cepkit micro)")
+                      f"summary.json (cepkit micro) nor repeat.json (cepkit pairs --repeat)")
 
 
 def _config(run: Path) -> dict:
@@ -157,6 +183,8 @@ def read_run(path: str | Path) -> RunResult:
     """The figures of the run directory at `path` (module docstring)."""
     run = Path(path)
     kind = run_kind(run)
+    if kind == "repeat":        # several runs, maybe of several engines: not one RunResult
+        raise CepkitError(f"{run}: a repetition directory (repeat.json): read it with read_repeat")
     config = _config(run)
     engine = _get(config, "run.engine", run / "config.toml", "text", required=True)
     return _read_pairs(run, engine, config) if kind == "pairs" else _read_micro(run, engine)
@@ -260,11 +288,8 @@ def _series(engine_dir: Path, rec: dict | None, log: OutputLog | None, notes: li
     return Series(latency, rate, resources)
 
 
-def _rates(path: Path, start: float | None) -> pd.DataFrame | None:
-    """Released and pulled events per second between successive backlog.csv samples (the
-    harness's monitor writes cumulative counts, about once a second)."""
-    if not path.exists():
-        return None
+def _backlog(path: Path) -> pd.DataFrame:
+    """backlog.csv's samples (cumulative released and pulled counts), in time order."""
     require_regular(path, what="a CSV file")
     try:
         table = pacsv.read_csv(path)
@@ -274,7 +299,15 @@ def _rates(path: Path, start: float | None) -> pd.DataFrame | None:
         kind = table.column(col).type if col in table.column_names else None
         if kind is None or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             raise at(path, 1, f"missing or non-numeric column {col!r} (has {', '.join(table.column_names)})")
-    df = table.to_pandas().sort_values("ts_ms", kind="stable")
+    return table.to_pandas().sort_values("ts_ms", kind="stable")
+
+
+def _rates(path: Path, start: float | None) -> pd.DataFrame | None:
+    """Released and pulled events per second between successive backlog.csv samples (the
+    harness's monitor writes cumulative counts, about once a second)."""
+    if not path.exists():
+        return None
+    df = _backlog(path)
     ts = df["ts_ms"].to_numpy(np.float64)
     dt = np.diff(ts) / 1000.0
     keep = dt > 0
@@ -447,7 +480,16 @@ def _sustainable(unit: UnitResult, row: dict, wdir: Path, streams: int | None, p
     engine directory (None: no step kept up)."""
     eps = _get(row, "sustainable_eps", path, prefix=prefix)
     confirmed = bool(row.get("confirmed"))
-    search_path = wdir / "search.json"
+    # A repeated search (--repeat K) keeps each search in <workload>/run-i/; the row's own figures
+    # are those of the search `repeat.search_dir` names.
+    repeat = _get(row, "repeat", path, "object", prefix=prefix)
+    sdir = wdir
+    if repeat is not None:
+        where = _get(repeat, "search_dir", path, "text", required=True, prefix=prefix + "repeat.")
+        if not where or Path(where).is_absolute() or ".." in Path(where).parts:
+            raise at(path, prefix + "repeat.search_dir", f"expected a directory inside {wdir}, got {where!r}")
+        sdir = wdir / where
+    search_path = sdir / "search.json"
     search = read_json_object(search_path, missing="not found: a sustainable search writes it when it ends",
                               what="a sustainable-throughput search")
     if search.get("kind") != SEARCH_KIND:
@@ -471,6 +513,338 @@ def _sustainable(unit: UnitResult, row: dict, wdir: Path, streams: int | None, p
              Cell(_num(total, 0, " ev/s"), total))
     unit.add("search_steps", "search steps (best step's rate)",
              Cell(f"{len(steps)}" + ("" if best is None else f" (best {best['rate_eps']:,.0f} ev/s)"), len(steps)))
+    if repeat is not None:
+        _search_spread(unit, repeat, path, prefix + "repeat.")
     # The step's directory by name, next to search.json: the recorded path may be relative to
     # wherever the suite ran, or the run directory may have moved since.
-    return None if best is None else wdir / Path(best["run_dir"]).name / "engine"
+    return None if best is None else sdir / Path(best["run_dir"]).name / "engine"
+
+
+SEARCH_NOUN = ("search", "searches")
+
+
+def _search_spread(unit: UnitResult, repeat: dict, path: Path, prefix: str) -> None:
+    """The repeated searches' found rates: median and range over the confirmed ones."""
+    found = repeat.get("searches")
+    if not isinstance(found, list) or not found or not all(isinstance(x, dict) for x in found):
+        raise at(path, prefix + "searches", f"expected a list of search objects, got {found!r}")
+    rates = []
+    for j, x in enumerate(found):
+        eps = _get(x, "sustainable_eps", path, prefix=f"{prefix}searches[{j}].")
+        if x.get("confirmed") is True and eps is not None:
+            rates.append(eps)
+    sp = spread(rates, len(found))
+    unit.add("sustainable_eps_spread", "sustainable throughput over repeated searches (ev/s per stream)",
+             Cell(sp.text(unit="ev/s", noun=SEARCH_NOUN, counted="confirmed"), sp.median, sp.n, spread=sp.to_dict()))
+
+
+# -- repetitions -------------------------------------------------------------------------------
+
+RUN_NOUN = ("run", "runs")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One figure over repeated runs (specs/VALIDATION.md, "Repetitions"): the median and the range
+    [low, high] (the minimum and maximum) of the `n` values that count, out of `of` runs made.
+    Median and range are None when no run counts (n = 0). The median of an even n is the mean of
+    the two middle values."""
+
+    n: int
+    of: int
+    median: float | None
+    low: float | None
+    high: float | None
+
+    def __post_init__(self) -> None:
+        for name in ("n", "of"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise CepkitError(f"spread: {name} must be an integer >= 0, got {v!r}")
+        if self.n > self.of:
+            raise CepkitError(f"spread: {self.n} values counted of only {self.of} runs")
+        given = (self.median, self.low, self.high)
+        if self.n == 0 and any(v is not None for v in given):
+            raise CepkitError("spread: a median or range without any value behind it")
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in given)
+        if self.n > 0 and (not numbers or not self.low <= self.median <= self.high):
+            raise CepkitError(f"spread: need numbers min <= median <= max, got {self.low!r}, {self.median!r}, "
+                              f"{self.high!r}")
+
+    def basis(self, noun: tuple[str, str] = RUN_NOUN) -> str:
+        """'median of 3 runs', or 'median of 2 of 3 runs' when some did not count."""
+        one, many = noun
+        if self.n == self.of:
+            return f"median of {self.n} {one if self.n == 1 else many}"
+        return f"median of {self.n} of {self.of} {one if self.of == 1 else many}"
+
+    def text(self, fmt=lambda v: f"{v:,.0f}", unit: str = "", noun: tuple[str, str] = RUN_NOUN,
+             counted: str = "completed, PASSED") -> str:
+        """'612 ms [580–700 ms] (median of 3 runs)'; '– (no completed, PASSED run of 3)'."""
+        u = f" {unit}" if unit else ""
+        if self.n == 0:
+            return f"– (no {counted} {noun[0]} of {self.of})"
+        return f"{fmt(self.median)}{u} [{fmt(self.low)}–{fmt(self.high)}{u}] ({self.basis(noun)})"
+
+    def to_dict(self) -> dict:
+        return {"median": self.median, "min": self.low, "max": self.high, "n": self.n, "of": self.of}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Spread":
+        """The Spread of `to_dict`'s document (a CepkitError for anything else)."""
+        try:
+            return cls(d["n"], d["of"], d["median"], d["min"], d["max"])
+        except (KeyError, TypeError) as e:
+            raise CepkitError(f"spread: expected median, min, max, n and of, got {d!r}") from None
+
+
+def spread(values, of: int | None = None) -> Spread:
+    """The Spread of `values` (finite numbers: the figures of the runs that count; `of` the runs
+    made, default len(values))."""
+    vals = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            raise CepkitError(f"spread: expected finite numbers, got {v!r}")
+        vals.append(v.item() if isinstance(v, (np.integer, np.floating)) else v)
+    vals.sort()
+    n = len(vals)
+    of = n if of is None else of
+    if n == 0:
+        return Spread(0, of, None, None, None)
+    mid = n // 2
+    median = vals[mid] if n % 2 else (vals[mid - 1] + vals[mid]) / 2
+    return Spread(n, of, median, vals[0], vals[-1])
+
+
+def taken_eps(engine_dir: Path, rec: dict) -> float | None:
+    """Mean input events per second the engine took: the events pulled by the first backlog.csv
+    sample that shows the most of them pulled, over the seconds from the run start to that
+    sample. Without samples after the start: run.json's events pulled over the driver's release
+    interval. None when the run records neither."""
+    path = Path(engine_dir) / "run.json"
+    start = _get(rec, "timings.run_start_wall_ms", path)
+    if start is None:
+        return None
+    backlog = Path(engine_dir) / "metrics" / "backlog.csv"
+    if backlog.exists():
+        df = _backlog(backlog)
+        df = df[df["ts_ms"] > start]
+        if len(df):
+            pulled = df["pulled"].to_numpy(np.float64)
+            i = int(np.argmax(pulled))          # the first sample at the highest count
+            seconds = (float(df["ts_ms"].iloc[i]) - start) / 1000.0
+            return float(pulled[i]) / seconds if pulled[i] > 0 else None
+    pulled, end = _get(rec, "events.pulled", path), _get(rec, "timings.driver_finished_ms", path)
+    if pulled is None or end is None or end <= start:
+        return None
+    return pulled / ((end - start) / 1000.0)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """The figures of one Pairs run that a repetition gathers: its verdict and status, the
+    MarketOrder p99 of the measurement interval (the pscore's, with its order count and 95 %
+    interval), pscore, throughput (`taken_eps`), mean CPU and peak RSS. A run *counts* towards
+    the medians when its engine run completed and its validation PASSED."""
+
+    run_dir: Path
+    engine: str
+    verdict: str
+    status: str
+    scale_factor: int | None = None
+    p99: Percentile | None = None
+    pscore: float | None = None
+    pscore_ci_low: float | None = None
+    pscore_ci_high: float | None = None
+    throughput_eps: float | None = None
+    mean_cpu_percent: float | None = None
+    peak_rss_mib: float | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def counted(self) -> bool:
+        return self.status == "completed" and self.verdict == "PASSED"
+
+    def figure(self, key: str) -> float | None:
+        """A figure by the key of SPREAD_FIGURES."""
+        if key == "p99_ms":
+            return None if self.p99 is None else self.p99.value
+        return getattr(self, key)
+
+    def to_dict(self, base: Path | None = None) -> dict:
+        p = self.p99
+        where = os.path.relpath(self.run_dir, base) if base is not None else str(self.run_dir)
+        return {"run_dir": where, "engine": self.engine, "verdict": self.verdict, "status": self.status,
+                "counted": self.counted, "scale_factor": self.scale_factor,
+                "p99_ms": None if p is None else p.value, "orders": None if p is None else p.n,
+                "p99_ci_low_ms": None if p is None else p.low, "p99_ci_high_ms": None if p is None else p.high,
+                "p99_text": None if p is None else percentile_text(p, "orders"),
+                "pscore": self.pscore, "pscore_ci_low": self.pscore_ci_low, "pscore_ci_high": self.pscore_ci_high,
+                "throughput_eps": self.throughput_eps, "mean_cpu_percent": self.mean_cpu_percent,
+                "peak_rss_mib": self.peak_rss_mib}
+
+
+def pairs_figures(path: str | Path) -> RunFigures:
+    """The RunFigures of the Pairs run directory at `path`: from config.toml, engine/run.json,
+    report/summary.json (absent: NOT VALIDATED, no p99 or pscore) and engine/metrics/backlog.csv.
+    Reads no output log. A backlog.csv that cannot be read costs only the throughput (a note)."""
+    run = Path(path)
+    if run_kind(run) != "pairs":
+        raise CepkitError(f"{run}: not a Pairs run directory (no engine/ nor report/)")
+    config = _config(run)
+    engine = _get(config, "run.engine", run / "config.toml", "text", required=True)
+    edir = run / "engine"
+    rec = engine_record(edir / "run.json")
+    verdict, p99, ps = "NOT VALIDATED", None, None
+    summary = run / "report" / "summary.json"
+    if summary.exists():
+        verdict, latency, ps = _pairs_summary(summary)
+        orders = latency.get("MarketOrder")
+        p99 = ps.p99 if ps is not None else (orders.percentile("p99") if orders is not None and orders.count else None)
+    notes: list[str] = []
+    try:
+        eps = taken_eps(edir, rec)
+    except CepkitError as e:
+        eps = None
+        notes.append(f"no throughput for {run}: {e}")
+    rss = _get(rec, "resources.peak_rss_bytes", edir / "run.json")
+    return RunFigures(
+        run, engine, verdict, rec["status"],
+        ps.scale_factor if ps is not None else _get(config, "pairs.scale_factor", run / "config.toml", "int"),
+        p99, None if ps is None else ps.pscore, None if ps is None else ps.pscore_ci_low,
+        None if ps is None else ps.pscore_ci_high, None if eps is None else round(eps, 1),
+        _get(rec, "resources.mean_cpu_percent", edir / "run.json"), None if rss is None else round(rss / 2**20, 1),
+        tuple(notes))
+
+
+# (key, row label, number format, unit) of the figures a repetition sums up, in table order.
+SPREAD_FIGURES = (
+    ("p99_ms", "MarketOrder p99 (median [min–max] over runs)", lambda v: f"{v:,.0f}", "ms"),
+    ("pscore", "pscore (median [min–max] over runs)", lambda v: f"{v:,.2f}", ""),
+    ("throughput_eps", "throughput (input ev/s the engine took; median [min–max])", lambda v: f"{v:,.0f}", "ev/s"),
+    ("mean_cpu_percent", "mean CPU (% of one core; median [min–max])", lambda v: f"{v:,.1f}", "%"),
+    ("peak_rss_mib", "peak RSS (MiB; median [min–max])", lambda v: f"{v:,.0f}", "MiB"),
+)
+
+
+def spreads(figures) -> dict[str, Spread]:
+    """Per figure of SPREAD_FIGURES: its Spread over the runs that count (completed and PASSED)."""
+    counted = [f for f in figures if f.counted]
+    return {key: spread([v for f in counted if (v := f.figure(key)) is not None], len(figures))
+            for key, *_ in SPREAD_FIGURES}
+
+
+def run_outcome(f: RunFigures) -> str:
+    """'PASSED', or what kept the run from counting: 'FAILED', 'NOT VALIDATED (unsustainable)'."""
+    return f.verdict if f.status == "completed" else f"{f.verdict} ({f.status})"
+
+
+@dataclass(frozen=True)
+class RepeatRecord:
+    """A repeat.json: the benchmark, runs asked per engine (`repeat`), the engines, and the run
+    directories made, (engine, path) in the order they ran."""
+
+    path: Path
+    benchmark: str
+    repeat: int
+    engines: tuple[str, ...]
+    runs: tuple[tuple[str, Path], ...]
+
+    def groups(self) -> list[tuple[str, list[Path]]]:
+        """(engine, its run directories) per engine, in the order of `engines`."""
+        return [(e, [p for engine, p in self.runs if engine == e]) for e in self.engines]
+
+
+def read_repeat(path: str | Path) -> RepeatRecord:
+    """The repeat.json of the repetition directory `path` (or the file itself), checked: kind,
+    schema version, `repeat`, `engines` and `runs` (each an engine and a run directory inside the
+    repetition directory)."""
+    p = Path(path)
+    doc_path = p / REPEAT_DOC if p.is_dir() else p
+    base = doc_path.parent
+    doc = read_json_object(doc_path, missing="not found: `cepkit pairs --repeat` writes it",
+                           what="a repetition summary")
+    if doc.get("kind") != REPEAT_KIND:
+        raise at(doc_path, "kind", f"expected {REPEAT_KIND!r}, got {doc.get('kind')!r}")
+    if doc.get("schema_version") != REPEAT_SCHEMA_VERSION:
+        raise at(doc_path, "schema_version", f"expected {REPEAT_SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
+    benchmark = _get(doc, "benchmark", doc_path, "text", required=True)
+    if benchmark != "pairs":
+        raise at(doc_path, "benchmark", f"expected 'pairs', got {benchmark!r}")
+    repeat = _get(doc, "repeat", doc_path, "int", required=True)
+    if repeat < 1:
+        raise at(doc_path, "repeat", f"expected an integer >= 1, got {repeat}")
+    rows = doc.get("runs")
+    if not isinstance(rows, list):
+        raise at(doc_path, "runs", f"expected a list, got {rows!r}")
+    runs = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise at(doc_path, f"runs[{i}]", f"expected an object, got {row!r}")
+        engine = _get(row, "engine", doc_path, "text", required=True, prefix=f"runs[{i}].")
+        where = _get(row, "run_dir", doc_path, "text", required=True, prefix=f"runs[{i}].")
+        rel = Path(where)
+        # Inside the repetition directory: the record names its own runs, never another place.
+        if not where or rel.is_absolute() or ".." in rel.parts:
+            raise at(doc_path, f"runs[{i}].run_dir", f"expected a path inside {base}, got {where!r}")
+        runs.append((engine, base / rel))
+    engines = doc.get("engines")
+    if not isinstance(engines, list) or not all(isinstance(e, str) and e for e in engines):
+        raise at(doc_path, "engines", f"expected a list of engine names, got {engines!r}")
+    if stray := sorted({e for e, _ in runs} - set(engines)):
+        raise at(doc_path, "runs", f"runs of {', '.join(stray)}, which engines does not name")
+    return RepeatRecord(base, benchmark, repeat, tuple(dict.fromkeys(engines)), tuple(runs))
+
+
+def spread_result(path: Path, engine: str, figures, notes: tuple[str, ...] = ()) -> RunResult:
+    """One engine's repeated Pairs runs (`figures`, RunFigures in run order) as one column: the
+    runs that count, the verdict (PASSED only when every run did), the scale factor, then the
+    median and range of each figure (SPREAD_FIGURES) and the p99 of each run."""
+    figures = list(figures)
+    unit = UnitResult("Pairs")
+    counted = [f for f in figures if f.counted]
+    left_out = [f"{f.run_dir.name}: {run_outcome(f)}" for f in figures if not f.counted]
+    text = f"{len(counted)} of {len(figures)}" + (f" (not counted: {'; '.join(left_out)})" if left_out else "")
+    unit.add("runs", "runs that count (completed and PASSED, of those made)", Cell(text, len(counted), len(figures)))
+    verdict = "PASSED" if figures and len(counted) == len(figures) else "FAILED"
+    unit.add("verdict", "verdict (every run)", Cell(verdict, verdict))
+    sfs = sorted({f.scale_factor for f in figures if f.scale_factor is not None})
+    unit.add("scale_factor", "scale factor", Cell(", ".join(f"{sf:,}" for sf in sfs) or "–",
+                                                  sfs[0] if len(sfs) == 1 else None))
+    s = spreads(figures)
+    for key, label, fmt, unit_text in SPREAD_FIGURES:
+        sp = s[key]
+        unit.add(key, label, Cell(sp.text(fmt, unit_text), sp.median, sp.n, spread=sp.to_dict()))
+        if key == "p99_ms":
+            each = [f"{f.run_dir.name}: " + ("–" if f.p99 is None else
+                                             f"{f.p99.n:,} orders: {percentile_text(f.p99, short=True)}")
+                    + ("" if f.counted else f" ({run_outcome(f)})") for f in figures]
+            unit.add("p99_runs", "MarketOrder p99 of each run (orders; 95 % CI)", Cell("; ".join(each)))
+    return RunResult(Path(path), engine, "pairs", "repeat", (unit,), tuple(notes) + tuple(n for f in figures
+                                                                                           for n in f.notes))
+
+
+def repeat_results(path: str | Path) -> list[RunResult]:
+    """The repetition directory at `path` as one spread column per engine (spread_result)."""
+    record = read_repeat(path)
+    out = []
+    for engine, dirs in record.groups():
+        figures = [pairs_figures(d) for d in dirs]
+        for f in figures:
+            if f.engine != engine:
+                raise CepkitError(f"{f.run_dir}: a run of {f.engine}, but {record.path / REPEAT_DOC} lists it "
+                                  f"under {engine}")
+        notes = () if len(dirs) >= record.repeat else (
+            f"{record.path}: {len(dirs)} of the {record.repeat} {engine} runs asked were made",)
+        out.append(spread_result(record.path, engine, figures, notes))
+    return out
+
+
+def grouped_results(paths) -> list[RunResult]:
+    """Pairs run directories given together, one spread column per engine (first-seen order); the
+    column's path is its first run's."""
+    groups: dict[str, list[RunFigures]] = {}
+    for p in paths:
+        f = pairs_figures(p)
+        groups.setdefault(f.engine, []).append(f)
+    return [spread_result(figs[0].run_dir, engine, figs) for engine, figs in groups.items()]

@@ -12,7 +12,9 @@ page (figures are PNG data URIs; nothing else is written) in the look of the Pai
   single-point experiments get a table row instead;
 - per point with adaptivity metrics, the four 4.5.5 metrics and the latency scatter around the
   peak (Fig 4.17) from the point's output log;
-- the engine's memory over time, one small panel per point that has metrics/resources.csv.
+- the engine's memory over time, one small panel per point that has metrics/resources.csv;
+- per point with metrics/health.csv, the long-run health table (validator/health.py: each
+  series' level, growth per hour and flag), as in the Pairs report but without its figure.
 
 Missing values show as a dash; an unreadable output log or resources file becomes a note and its
 figure is left out, so a partly failed suite still gets its report.
@@ -39,6 +41,8 @@ from kit.profiles import RateProfile
 from kit.workload import INPUT_TS
 from validator import plots
 from validator.adaptivity import PEAK, AdaptivityMetrics
+from validator.health import HEALTH_CSV, HealthReport, read_health_report
+from validator.health_plots import view as health_view
 from validator.order_stats import Percentile, percentile_text
 from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.report import FAILED, PASSED
@@ -143,6 +147,7 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
         src = figure(plot_latency_scatter, p, clocks, series) if any(len(s[1]) for s in series) else None
         adaptivity.append({"p": p, "rows": adaptivity_rows(p.adaptivity), "src": src})
     memory = [(p.workload, df) for p in points for df in [_resources(p, notes)] if df is not None and len(df)]
+    health = [(p.workload, health_view(h)) for p in points for h in [_health(p, notes)] if h is not None]
     counts = {v: sum(p.verdict == v for p in points) for v in (PASSED, FAILED)}
     return environment().get_template(TEMPLATE).render(
         title=title, mode=mode, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -151,7 +156,7 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
         rate_label="sustainable ev/s" if mode == "sustainable" else "input ev/s",
         y_label="sustainable ev/s" if mode == "sustainable" else "p99 (ms)",
         points=[_row(p, mode) for p in points], experiments=experiments, single=[_row(p, mode) for p in single],
-        adaptivity=adaptivity, memory=figure(plot_memory, memory) if memory else None, notes=notes)
+        adaptivity=adaptivity, memory=figure(plot_memory, memory) if memory else None, health=health, notes=notes)
 
 
 def _row(p: WorkloadPoint, mode: str) -> dict:
@@ -340,6 +345,16 @@ def _resources(p: WorkloadPoint, notes: list[str]) -> pd.DataFrame | None:
         return read_resources(p.engine_dir)
     except CepkitError as e:
         notes.append(f"{p.workload}: no memory figure, {e}")
+        return None
+
+
+def _health(p: WorkloadPoint, notes: list[str]) -> HealthReport | None:
+    if p.engine_dir is None:
+        return None
+    try:
+        return read_health_report(p.engine_dir / "metrics" / HEALTH_CSV)
+    except CepkitError as e:
+        notes.append(f"{p.workload}: no long-run health table, {e}")
         return None
 
 

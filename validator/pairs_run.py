@@ -21,9 +21,11 @@ from kit.records import INDICATOR, MARKET_ORDER
 from kit.workload import INPUT_TS, read_strategies
 from validator.company_names import names_seed
 from validator.compare import PAIRS_KEYS, StreamComparison, compare_stream
+from validator.health import HEALTH_CSV, metrics_dir, read_health_report
 from validator.latency import pscore_for_run, stream_latency
 from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.pairs_reference import StrategyParams, compute_reference
+from validator.phase_table import PhaseRow, phase_rows, phase_table_text
 from validator.recovery import Recovery, recoveries
 from validator.report import format_text_report, pscore_lines
 from validator.report_page import ReportInputs, StrategyChart, write_report
@@ -70,6 +72,7 @@ class PairsOutcome:
     pscore_ci: tuple | None = None       # (low, high) 95 % interval of the pscore; None on an open side
     lines: tuple[str, ...] = ()          # p99 and pscore in words with count and interval (report.pscore_lines)
     recoveries: tuple[Recovery, ...] = ()  # one per fault injected into the engine (validator/recovery.py)
+    phases: tuple[PhaseRow, ...] = ()    # per phase of the run's profile: input rate, outputs, p50/p99
 
 
 def _chart(strategy: str | None, expected: dict[str, pd.DataFrame]) -> StrategyChart | None:
@@ -127,7 +130,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         df.to_parquet(out / "expected" / f"{name}.parquet", index=False)
     ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
     comparisons: list[StreamComparison] = []
-    latency, pscore, clocks, resources, pscore_note, recovered = [], None, None, None, None, ()
+    latency, pscore, clocks, resources, pscore_note, recovered, health = [], None, None, None, None, (), None
     if log is not None:
         clocks = log.clocks
         profile = run_profile(manifest, clocks, [log.stream(name) for name in SCHEMAS], v.measure_ms)
@@ -140,8 +143,12 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         except CepkitError as e:  # e.g. no order in the measurement interval: a fact, not an error
             pscore_note = str(e)
         recovered = recoveries(log.faults, [log.stream(name) for name in SCHEMAS])
-        resources = read_resources(Path(v.log).parent / "metrics" / "resources.csv") \
-            if (Path(v.log).parent / "metrics" / "resources.csv").exists() else None
+        # metrics/ lies beside outputs/ in the engine run directory (the log may be output-log.json).
+        metrics = metrics_dir(v.log)
+        resources = read_resources(metrics / "resources.csv")
+        health = read_health_report(metrics / HEALTH_CSV)      # None: a run without one (older, external)
+    phases = () if profile is None else phase_rows(
+        profile, clocks, {name: log.stream(name) for name in SCHEMAS} if log is not None else {}, ref.input_per_second)
     inputs = ReportInputs(
         title=f"Pairs validation, SF={spec.scale_factor}",
         run_info={"dataset": str(v.data_dir), "strategies": f"{v.strategies_file} ({len(params)})",
@@ -152,10 +159,12 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
         input_series=ref.input_per_second, resources=resources,
         chart=_chart(v.chart_strategy, expected), recoveries=recovered,
-        strategies=tuple(params), names_seed=names_seed(manifest))
+        strategies=tuple(params), names_seed=names_seed(manifest), phase_table=phases, health=health)
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons), latency=tuple(latency)) if comparisons \
         else "no engine log: expected answers only"
+    if log is not None and phases:
+        text += "\n\n" + phase_table_text(phases, tuple(SCHEMAS)[::-1])     # MarketOrder first: the scored one
     return PairsOutcome(inputs.verdict, tuple(comparisons), report, text,
                         None if pscore is None else pscore.pscore,
                         None if pscore is None else pscore.p99_latency_s * 1000.0,
@@ -164,4 +173,4 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
                         None if pscore is None else (pscore.p99_ci_low_ms, pscore.p99_ci_high_ms),
                         None if pscore is None else (pscore.pscore_ci_low, pscore.pscore_ci_high),
                         (*pscore_lines(pscore, pscore_note), *(r.line() for r in recovered)) if v.log is not None else (),
-                        recovered)
+                        recovered, phases)

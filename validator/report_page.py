@@ -29,9 +29,10 @@ import pandas as pd
 from kit.errors import CepkitError
 from kit.jsonfile import read_json_object
 from kit.profiles import RateProfile
-from validator import plots
+from validator import health_plots, plots
 from validator.adaptivity import AdaptivityMetrics
 from validator.company_names import company_names
+from validator.health import HealthReport
 from validator.compare import StreamComparison
 from validator.latency import Pscore, StreamLatency
 from validator.order_stats import PERCENTILES, interval_text, percentile_note, percentile_text
@@ -90,6 +91,8 @@ class ReportInputs:
       STRATEGIES_SHOWN.
     - names_seed: the seed of a generated dataset (validator.company_names.names_seed), which puts
       an invented company name beside each symbol; None (a converted dataset) shows none.
+    - health: the growth per hour of metrics/health.csv's series (validator/health.py), shown in
+      the "Long-run health" section and summary.json `health`.
     """
 
     title: str
@@ -108,6 +111,8 @@ class ReportInputs:
     shown: int = DEFAULT_SHOWN
     strategies: tuple = ()
     names_seed: int | None = None
+    health: HealthReport | None = None
+    phase_table: tuple = ()      # validator.phase_table.PhaseRow per phase of `profile`
 
     def __post_init__(self) -> None:
         if not str(self.title).strip():
@@ -116,6 +121,9 @@ class ReportInputs:
         object.__setattr__(self, "latency", tuple(self.latency))
         object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
         object.__setattr__(self, "strategies", tuple(self.strategies))
+        object.__setattr__(self, "phase_table", tuple(self.phase_table))
+        if self.phase_table and (self.profile is None or len(self.phase_table) != len(self.profile.phases)):
+            raise CepkitError("report: the phase table needs the profile, one row per phase")
         if self.names_seed is not None and (isinstance(self.names_seed, bool) or not isinstance(self.names_seed, int)):
             raise CepkitError(f"report: names_seed must be an integer or None, got {self.names_seed!r}")
         for what, items in (("comparison", self.comparisons), ("latency", self.latency)):
@@ -162,8 +170,10 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
     shown_strategies = _shown_strategies(inputs)
     names = company_names(inputs.names_seed, (sym for st in shown_strategies for sym in (st.symbol1, st.symbol2)))
     figures = _draw_figures(inputs, out / "figures", _pair_text(inputs, names))
+    health = health_plots.section(inputs.health, inputs.clocks, inputs.profile, out, data_uri)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     summary = _summary(inputs, figures, generated)
+    summary["health"] = None if health is None else {**_jsonable(inputs.health.to_dict()), "figure": health["file"]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     page = environment().get_template(TEMPLATE).render(
         title=inputs.title, verdict=inputs.verdict, generated=generated, banner=_banner(inputs),
@@ -171,10 +181,10 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
         comparisons=[_comparison_view(c, inputs.shown) for c in inputs.comparisons],
         latency=_latency_rows(inputs.latency), pscore=_pscore_view(inputs.pscore),
         adaptivity=adaptivity_rows(inputs.adaptivity),
-        phases=_phase_rows(inputs.profile), clocks=inputs.clocks,
+        phases=_phase_rows(inputs.profile, inputs.phase_table), clocks=inputs.clocks,
         figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes,
         strategies=_strategy_rows(shown_strategies, names), strategies_total=len(inputs.strategies),
-        named=bool(names))
+        named=bool(names), health=health)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
@@ -359,12 +369,22 @@ def adaptivity_rows(a: AdaptivityMetrics | None) -> list[tuple[str, str, str]] |
     ]
 
 
-def _phase_rows(profile: RateProfile | None) -> list[dict] | None:
+def _phase_rows(profile: RateProfile | None, table: Sequence = ()) -> list[dict] | None:
+    """The profile's phases; with the per-phase table (validator.phase_table) each row also has the
+    offered input rate and, per stream, the outputs and their p50/p99 cells (count and interval)."""
     if profile is None:
         return None
-    return [{"name": p["name"], "start_s": p["start_ms"] / 1000, "end_s": p["end_ms"] / 1000,
-             "rates": f"{p['start_rate_eps']:,.0f} → {p['end_rate_eps']:,.0f}", "measured": p["measured"]}
+    rows = [{"name": p["name"], "start_s": p["start_ms"] / 1000, "end_s": p["end_ms"] / 1000,
+             "rates": f"{p['start_rate_eps']:,.0f} → {p['end_rate_eps']:,.0f}", "measured": p["measured"],
+             "input_eps": None, "streams": []}
             for p in profile.to_dict()["phases"]]
+    for row, t in zip(rows, table):
+        row["input_eps"] = t.input_rate_eps
+        for name, stats in t.latency.items():
+            row["streams"].append({
+                "stream": name, "n": stats.count, "p50": "–" if stats.empty else f"{stats.p50_ms:,}",
+                "p99": percentile_text(stats.percentile("p99"), "outputs", unit="", short=True)})
+    return rows
 
 
 def _summary(inputs: ReportInputs, figures: list[dict], generated: str) -> dict:
@@ -378,6 +398,7 @@ def _summary(inputs: ReportInputs, figures: list[dict], generated: str) -> dict:
         "pscore": inputs.pscore.to_dict() if inputs.pscore is not None else None,
         "adaptivity": inputs.adaptivity.to_dict() if inputs.adaptivity is not None else None,
         "faults": [r.to_dict() for r in inputs.recoveries],
+        "phases": [r.to_dict() for r in inputs.phase_table],
         "figures": [f["file"] for f in figures], "notes": list(inputs.notes),
     })
 

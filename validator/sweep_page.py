@@ -13,6 +13,12 @@ self-contained file (figures embedded), beside `sweep.json` (the points) and `fi
 
 A point whose run was stopped as unsustainable, failed, or did not pass validation is listed but
 drawn hollow: its latency is not a result.
+
+A point may stand for repeated runs at its scale factor (`pairs_sweep.py --repeat K`, `repeat` runs
+made): its p99 and pscore are then the median over the runs that completed and PASSED (`counted`
+of them), `*_low`/`*_high` their range (min–max), the table's cells say so with n
+("612 [580–700] (median of 3 runs)"), and the charts draw the median with an error bar spanning
+the range (specs/VALIDATION.md, "Repetitions"). Such a point is valid only when every run was.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from kit.atomic import atomic_write
@@ -55,14 +62,36 @@ class SweepPoint:
     cores: float | None = None
     peak_rss_mib: float | None = None
     run: str = ""
+    # Repeated runs (module docstring): runs made, runs counted, and the range of p99 and pscore.
+    repeat: int | None = None
+    counted: int | None = None
+    order_p99_low: float | None = None
+    order_p99_high: float | None = None
+    pscore_low: float | None = None
+    pscore_high: float | None = None
+    pscore_text: str | None = None      # the table's cell, e.g. "4.61 [4.20–5.00] (median of 3 runs)"
 
     def __post_init__(self) -> None:
         if not self.series or isinstance(self.sf, bool) or not isinstance(self.sf, int) or self.sf < 1:
             raise CepkitError(f"sweep point: needs a series and a scale factor >= 1, got {self.series!r}, {self.sf!r}")
-        for name in ("order_p99_ms", "pscore", "cores", "peak_rss_mib", "p50_ms"):
+        for name in ("order_p99_ms", "pscore", "cores", "peak_rss_mib", "p50_ms", "order_p99_low", "order_p99_high",
+                     "pscore_low", "pscore_high"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise CepkitError(f"sweep point {self.series} SF={self.sf}: {name} must be a number >= 0, got {v!r}")
+        for name in ("repeat", "counted"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise CepkitError(f"sweep point {self.series} SF={self.sf}: {name} must be a whole number, got {v!r}")
+        if self.counted is not None and (self.repeat is None or self.counted > self.repeat):
+            raise CepkitError(f"sweep point {self.series} SF={self.sf}: {self.counted} runs counted of "
+                              f"{self.repeat} made")
+        for value, low, high in (("order_p99_ms", "order_p99_low", "order_p99_high"),
+                                 ("pscore", "pscore_low", "pscore_high")):
+            v, lo, hi = getattr(self, value), getattr(self, low), getattr(self, high)
+            if (lo is None) != (hi is None) or (lo is not None and (v is None or not lo <= v <= hi)):
+                raise CepkitError(f"sweep point {self.series} SF={self.sf}: need {low} <= {value} <= {high}, "
+                                  f"got {lo!r}, {v!r}, {hi!r}")
 
     @property
     def valid(self) -> bool:
@@ -123,7 +152,7 @@ def _best(points: Sequence[SweepPoint]) -> list[dict]:
 
 @plots._styled
 def _chart(path: Path, points: Sequence[SweepPoint], value, title: str, ylabel: str, log_y: bool,
-           line_at: float | None = None) -> Path:
+           line_at: float | None = None, span=lambda p: (None, None)) -> Path:
     fig, (ax,) = plots._figure()
     for i, series in enumerate(dict.fromkeys(p.series for p in points)):
         mine = [p for p in points if p.series == series and value(p) is not None]
@@ -131,6 +160,11 @@ def _chart(path: Path, points: Sequence[SweepPoint], value, title: str, ylabel: 
             continue
         color = plots.PALETTE[i % len(plots.PALETTE)]
         ax.plot([p.sf for p in mine], [value(p) for p in mine], color=color, lw=1.6, label=series)
+        # Repeated runs: the line goes through the medians, a bar spans each point's range.
+        ranged = [(p.sf, value(p), *span(p)) for p in mine if span(p)[0] is not None]
+        if ranged:
+            x, y, lo, hi = (np.array(c, dtype=float) for c in zip(*ranged))
+            ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="none", ecolor=color, elinewidth=1.2, capsize=4, zorder=2)
         ok = [p for p in mine if p.valid]
         bad = [p for p in mine if not p.valid]
         ax.scatter([p.sf for p in ok], [value(p) for p in ok], color=color, s=22, zorder=3)
@@ -153,18 +187,23 @@ def _chart(path: Path, points: Sequence[SweepPoint], value, title: str, ylabel: 
 
 
 def _draw(points: Sequence[SweepPoint], fig_dir: Path) -> list[dict]:
+    repeated = any(p.repeat is not None for p in points)
+    bars = (" Where runs were repeated, the point is the median of those that completed and PASSED and the bar "
+            "their range (min–max).") if repeated else ""
     specs = [
         ("p99", "MarketOrder p99 latency", "Event-time p99 of the MarketOrder rows in the measurement interval "
          "(the pscore's latency); the dashed line is 1 s. Hollow points: not a result (unsustainable, failed or "
-         "not PASSED).", lambda p: p.order_p99_ms, "ms", False, 1000.0),
-        ("pscore", "pscore", "load(SF) / p99 in seconds (thesis Appendix A).", lambda p: p.pscore, "work/s²", True,
-         None),
-        ("cores", "Cores busy", "The engine's mean CPU over the run, in cores (all its JVMs and Python workers).",
-         lambda p: p.cores, "cores", False, None),
+         "not PASSED)." + bars, lambda p: p.order_p99_ms, "ms", False, 1000.0,
+         lambda p: (p.order_p99_low, p.order_p99_high)),
+        ("pscore", "pscore", "load(SF) / p99 in seconds (thesis Appendix A)." + bars, lambda p: p.pscore, "work/s²",
+         True, None, lambda p: (p.pscore_low, p.pscore_high)),
+        ("cores", "Cores busy", "The engine's mean CPU over the run, in cores (all its JVMs and Python workers)."
+         + (" Repeated runs: the median." if repeated else ""), lambda p: p.cores, "cores", False, None,
+         lambda p: (None, None)),
     ]
     out = []
-    for fid, title, caption, value, unit, log_y, line in specs:
+    for fid, title, caption, value, unit, log_y, line, span in specs:
         if any(value(p) is not None for p in points):
-            _chart(fig_dir / "figures" / f"{fid}.png", points, value, title, unit, log_y, line)
+            _chart(fig_dir / "figures" / f"{fid}.png", points, value, title, unit, log_y, line, span)
             out.append({"id": fid, "file": f"figures/{fid}.png", "title": title, "caption": caption})
     return out

@@ -17,9 +17,14 @@ def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=help_text)
     add_config_options(p)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                   help="a run directory of `cepkit pairs`, or of `cepkit micro` (all of one kind)")
+                   help="a run directory of `cepkit pairs` (or of `cepkit pairs --repeat`), or of `cepkit micro` "
+                        "(all of one kind)")
     p.add_argument("--out", metavar="DIR", help="report directory (must not exist); default: a new one under "
                                                 "paths.validator_dir")
+    p.add_argument("--spread", action="store_true",
+                   help="group the Pairs run directories by engine: one column each, the median and [min-max] "
+                        "of p99, pscore and throughput over its runs (a `cepkit pairs --repeat` directory "
+                        "is always shown so)")
     p.set_defaults(handler=run)
 
 
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         config = command_config(args)
         out = fresh_path(Path(config.paths.validator_dir), "compare")
-    report = write_comparison(runs, out)
+    report = write_comparison(runs, out, spread=args.spread)
     print(comparison_text(read_json_object(out / DOC, what="a comparison")), end="")
     console().print(f"report: {report}")
     return 0

@@ -39,6 +39,10 @@ def register(sub, name: str, help_text: str) -> None:
                    help="length of each search step's run, seconds > 0 (default 20)")
     p.add_argument("--max-steps", type=int, default=8,
                    help="most runs per search, confirmation included, at least 2 (default 8)")
+    p.add_argument("--repeat", metavar="K",
+                   help="with --sustainable: search each workload K times over the same inputs (K >= 1, default "
+                        "1), each search in <workload>/run-i/; the summary gives each search's rate and their "
+                        "median and range (min-max) over the confirmed searches")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist; with --suite all, the parent "
                                                 "of one directory per suite); default: under paths.runs_dir")
     p.set_defaults(handler=run)
@@ -57,12 +61,17 @@ def run(args: argparse.Namespace) -> int:
     from cepkit_app.cli.progress import console, run_progress
     from cepkit_app.pipelines.micro import MicroSuiteRequest, run_micro_suite
     from cepkit_app.pipelines.micro_summary import search_table, summary_table
+    from cepkit_app.pipelines.repeat import repeat_count
     from cepkit_app.pipelines.sustainable import SearchConfig
     from kit.atomic import check_parent
+    from kit.errors import CepkitError
     from kit.paths import fresh_path, path_option
     from kit.workload import read_suite
 
     path_option(args.out)       # an empty --out is an error, not the default folder
+    repeat = 1 if args.repeat is None else repeat_count(args.repeat)
+    if repeat > 1 and not args.sustainable:
+        raise CepkitError(f"--repeat {repeat}: repeats the sustainable-throughput search; add --sustainable")
     config = command_config(args, ENGINE_FLAGS)
     runs_dir = Path(config.paths.runs_dir)
     con = console()
@@ -86,10 +95,11 @@ def run(args: argparse.Namespace) -> int:
         with run_progress() as on_progress:
             results = run_micro_suite(req, stage=lambda s: con.print(f"[bold]>[/] {s}"), on_progress=on_progress,
                                       search=search, calibrate=steps if args.calibrate else None,
-                                      lambda_fraction=args.lambda_fraction)
+                                      lambda_fraction=args.lambda_fraction, repeat=repeat)
         if search is not None:
             print(search_table(results))
-            passed = all(r.confirmed for r in results)
+            # Repeated: every search of every workload confirmed.
+            passed = all(s.confirmed for r in results for s in getattr(r, "searches", (r,)))
         else:
             for r in results:
                 if r.verdict != "PASSED" and r.text:

@@ -2,6 +2,8 @@
 
 datagen -> querygen -> translate -> run on the engine (harness) -> validate -> report, into one
 new run directory under `paths.runs_dir` (see cepkit_app/pipelines/pairs.py for its layout).
+`--repeat K` runs the same inputs K times under one `repeat-...` directory and sums them up by
+median and range (cepkit_app/pipelines/repeat.py); with several engines, K runs of each.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--strategy-limit", type=int, metavar="N", help="keep only the first N strategies")
     p.add_argument("--out", metavar="DIR", help="run directory (must not exist); default: a new one under "
                                                 "paths.runs_dir")
+    p.add_argument("--repeat", metavar="K",
+                   help="run the same dataset and strategies K times (K >= 1, default 1), each run its own "
+                        "directory run-1 ... run-K under one repeat-... directory (--out), then repeat.json "
+                        "and repeat.md: each run's figures and the median and range (min-max) of the "
+                        "MarketOrder p99, pscore and throughput over the runs that completed and PASSED; "
+                        "with several engines, K runs of each, taking turns")
     p.set_defaults(handler=run)
 
 
@@ -43,6 +51,7 @@ FLAGS = (("sf", "pairs.scale_factor"), ("quick", "pairs.rate.quick"), ("plan", "
 
 
 def run(args: argparse.Namespace) -> int:
+    from cepkit_app.pipelines.repeat import repeat_count
     from kit.engines import engine_list
     from kit.paths import path_option
 
@@ -50,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
     # empty --out would write under runs/.
     for option, given in (("--out", args.out), ("--data", args.data), ("--strategies", args.strategies)):
         path_option(given, option)
+    repeat = 1 if args.repeat is None else repeat_count(args.repeat)     # one line, before any work
     engines = engine_list(args.engine) if args.engine else ()
+    if repeat > 1:
+        return run_repeated(args, engines, repeat)
     if len(engines) > 1:
         return run_side_by_side(args, engines)
     if engines:
@@ -92,6 +104,51 @@ def run_side_by_side(args: argparse.Namespace, engines: tuple[str, ...]) -> int:
     report = write_comparison(runs, parent / "compare")
     con.print(f"side by side: {report}")
     return max(codes)
+
+
+def run_repeated(args: argparse.Namespace, engines: tuple[str, ...], repeat: int) -> int:
+    """`--repeat K`: the same inputs K times on each engine (cepkit_app/pipelines/repeat.py), each
+    run printed as a plain run is, then the table of the runs and the median lines; with several
+    engines, `cepkit compare` of the repetition directory too (RUN/compare/compare.html). Exit
+    code 0 only when every run completed and PASSED."""
+    import copy
+
+    from cepkit_app.cli.progress import console
+    from cepkit_app.pipelines.repeat import RepeatPlan, RunInputs, repeat_text, run_repeats
+    from kit.atomic import check_parent
+    from kit.paths import output_path
+    from validator.compare_page import write_comparison
+    from validator.compare_runs import REPEAT_DOC
+
+    flags = tuple(f for f in FLAGS if f[0] != "engine") if len(engines) > 1 else FLAGS
+    one_engine = copy.copy(args)
+    if len(engines) == 1:
+        one_engine.engine = engines[0]
+    config = command_config(one_engine, flags)
+    engines = engines if len(engines) > 1 else (config.run.engine,)
+    parent = output_path(args.out, Path(config.paths.runs_dir), "repeat-" + _stem(config))
+    check_parent(parent)        # one line, before any work, if --out cannot be created there
+    plan = RepeatPlan(parent, repeat, engines)
+    con = console()
+
+    def one(engine: str, i: int, run_dir: Path, inputs: RunInputs) -> int:
+        a = copy.copy(args)
+        a.engine, a.out, a.repeat = engine, str(run_dir), None
+        a.data = None if inputs.data_dir is None else str(inputs.data_dir)
+        a.strategies = None if inputs.strategies_file is None else str(inputs.strategies_file)
+        a.strategy_limit, a.no_verify = inputs.strategy_limit, not inputs.verify
+        return run_one(a)
+
+    given = RunInputs(Path(args.data) if args.data else None, Path(args.strategies) if args.strategies else None,
+                      args.strategy_limit, verify=not args.no_verify)
+    doc = run_repeats(plan, given, one, stage=lambda s: con.print(f"[bold]== {s}[/]"))
+    print(repeat_text(doc), end="")
+    if plan.several:
+        con.print(f"side by side: {write_comparison([parent], parent / 'compare')}")
+    colour = "green" if doc["passed"] else "red"
+    con.print(f"repetition: [bold {colour}]{'every run PASSED' if doc['passed'] else 'not every run PASSED'}[/]  "
+              f"summary: {parent / REPEAT_DOC}")
+    return 0 if doc["passed"] else 1
 
 
 def run_one(args: argparse.Namespace) -> int:

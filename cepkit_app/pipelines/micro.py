@@ -11,6 +11,9 @@ new run directory:
     <run>/<workload>/engine/         the harness run: outputs/, metrics/, logs/, run.json
     <run>/<workload>/postgres/       J3 only: the private PostgreSQL's directory and server log
     <run>/<workload>/validation.json each query's comparison and latency
+    (--sustainable: <run>/<workload>/search.json, search.jsonl and a step-NN-... directory per
+    step, each laid out as a workload's; with --repeat K, one search each in <run>/<workload>/run-1
+    ... run-K)
     <run>/summary.json, summary.md   one row per workload
     <run>/report.html                the suite's report: table, charts per experiment, adaptivity, memory
 """
@@ -30,7 +33,7 @@ import psutil
 
 from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, refused_line, restart_line, validates
 from cepkit_app.pipelines.micro_summary import WorkloadResult, write_report, write_summary
-from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sustainable_rate
+from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sustainable_rate, repeat_search
 from datagen.micro import generate_micro
 from harness.config import DriverConfig
 from harness.engine_run import run_engine
@@ -178,13 +181,19 @@ def _on_the_clock(on_progress, duration_ms: int):
 
 
 def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on_progress=None,
-                    search=None, calibrate=None, lambda_fraction: float = 0.75) -> list:
+                    search=None, calibrate=None, lambda_fraction: float = 0.75, repeat: int = 1) -> list:
     """Fixed-rate runs at each workload's own load; with `search` (a cepkit_app.pipelines.sustainable.SearchConfig)
-    a maximum-sustainable-throughput search per workload instead. With `calibrate` (a SearchConfig),
+    a maximum-sustainable-throughput search per workload instead, made `repeat` times over the same
+    inputs when `repeat` > 1 (a RepeatedSearch per workload, its searches in <workload>/run-i/;
+    only with `search`). With `calibrate` (a SearchConfig),
     a burst (adaptivity-profile) workload first gets a search at constant load and then runs at the
     lambda where the engine used `lambda_fraction` of the machine's CPU during that search, or
     `lambda_fraction` x the rate found if it fell behind first (thesis 4.5.5; choose_lambda).
     Returns the WorkloadResults or the SearchResults, in workload order."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise CepkitError(f"micro suite: repeat must be a whole number >= 1, got {repeat!r}")
+    if repeat > 1 and search is None:
+        raise CepkitError(f"micro suite: repeating ({repeat} times) is for the sustainable-throughput search only")
     run = Path(req.run_dir)
     run.mkdir(parents=True)
     write_config(req.config, run / "config.toml")
@@ -195,7 +204,9 @@ def run_micro_suite(req: MicroSuiteRequest, *, stage: Stage = lambda s: None, on
         return run_workload(req, wl, step_dir, stage, on_progress, run_changes, validate)
 
     for w in workloads:
-        if search is not None:
+        if search is not None and repeat > 1:
+            results.append(repeat_search(step, w, run / w.name, search, repeat, stage))
+        elif search is not None:
             results.append(find_sustainable_rate(step, w, run / w.name, search, stage))
         elif calibrate is not None and w.load.profile == "adaptivity":
             found = find_sustainable_rate(step, w, run / w.name / "calibration", calibrate, stage)

@@ -1,6 +1,12 @@
 """A microbenchmark suite's results: one `WorkloadResult` per fixed-rate run, `summary.json` and
 `summary.md` (rewritten after every workload, so a crash keeps what is done), and the suite's
 `report.html` (the chapter 4 charts; validator/micro_report.py draws them).
+
+A repeated search (`--sustainable --repeat K`, a RepeatedSearch) keeps its row's keys, those of
+its representative search, and adds `repeat` (each search's found rate, the representative's
+directory `search_dir`) and `sustainable_eps_spread` (the median and range over the confirmed
+searches: median, min, max, n, of); the summary then says `repeat`: K, and summary.md adds the
+found rates and their spread.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cepkit_app.pipelines.sustainable import RepeatedSearch
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
 from kit.workload import Suite
@@ -93,6 +100,9 @@ def write_summary(suite: Suite, results: list, run: Path) -> None:
     rows = [search_row(r) for r in results] if searched else [r.to_dict() for r in results]
     data = {"kind": "cepkit.micro-summary", "schema_version": 1, "suite": suite.name, "quick": suite.quick,
             "mode": "sustainable" if searched else "fixed-rate", "workloads": rows}
+    repeats = [len(r.searches) for r in results if isinstance(r, RepeatedSearch)]
+    if repeats:
+        data["repeat"] = max(repeats)
     tmp = run / ".summary.json.tmp"
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     tmp.replace(run / "summary.json")
@@ -112,25 +122,43 @@ def _p99(row) -> str:
 
 def search_row(r) -> dict:
     best = r.best_step()
-    return {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
-            "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
-            **p99_detail(best),
-            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
-            "verdicts": sorted({s.verdict for s in r.steps})}
+    row = {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
+           "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
+           **p99_detail(best),
+           "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
+           "verdicts": sorted({s.verdict for s in r.steps})}
+    if isinstance(r, RepeatedSearch):
+        row["repeat"] = r.to_dict()
+        row["sustainable_eps_spread"] = r.spread().to_dict()
+    return row
 
 
 def search_table(results: list) -> str:
     head = ("workload", "max sustainable ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
             "peak RSS MiB", "state MiB", "verdicts")
+    repeated = any(isinstance(r, RepeatedSearch) for r in results)
+    if repeated:    # the row's own figures are its representative search's (the median one)
+        head += ("each search's ev/s", "median [min–max] ev/s")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         row = search_row(r)
-        lines.append(f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
-                     f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
-                     f"{_p99(row)} | "
-                     f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
-                     f"{', '.join(row['verdicts'])} |")
+        line = (f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
+                f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
+                f"{_p99(row)} | "
+                f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
+                f"{', '.join(row['verdicts'])} |")
+        if repeated:
+            line += f" {_searches(r)} |"
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _searches(r) -> str:
+    """The repeat cells of a search table row: each search's found rate, and their spread."""
+    if not isinstance(r, RepeatedSearch):
+        return f"{_fmt(r.sustainable_eps, ',.0f') if r.confirmed else 'none'} | -"
+    found = ", ".join(_fmt(s.sustainable_eps, ',.0f') if s.confirmed else "none" for s in r.searches)
+    return f"{found} | {r.spread().text(unit='', noun=('search', 'searches'), counted='confirmed')}"
 
 
 def _fmt(v, spec: str) -> str:

@@ -26,6 +26,13 @@ than q^b late holds more than q^b of input somewhere. The search:
 Every step is a full run (fresh dataset at the step's rate, constant profile, `duration_s` long)
 in its own directory, validated unless `validate_steps` is off; each step's verdict and the
 numbers behind it go to `search.jsonl` as they happen, the result to `search.json`.
+
+A found rate moves from search to search as any measurement does. `repeat_search` runs the same
+search K times over the same inputs (the same workload, seeds and settings: every step's dataset
+is generated again from the same seed), each in `<workload>/run-i/`, and gives a
+`RepeatedSearch`: each search's found rate, their median and range over the confirmed searches
+(specs/VALIDATION.md, "Repetitions"), and a representative search whose figures stand for the
+workload in the suite's summary and report.
 """
 
 from __future__ import annotations
@@ -269,6 +276,89 @@ def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
             "sustainable_eps": result.sustainable_eps, "confirmed": result.confirmed,
             "steps": [dataclasses.asdict(s) for s in result.steps]}
     (out_dir / "search.json").write_text(json.dumps(data, indent=2) + "\n")
+    return result
+
+
+@dataclass(frozen=True)
+class RepeatedSearch:
+    """K searches of one workload over the same inputs (`repeat_search`), `dirs[i]` holding
+    `searches[i]` (names inside the workload's directory: run-1, run-2, ...).
+
+    It stands in for a SearchResult in the suite's summary and report: `sustainable_eps`,
+    `confirmed`, `steps` and `best_step()` are those of the representative search, the confirmed
+    search whose rate is the median's (the lower of the two middle ones for an even count, so it
+    is a search that was made); the first search when none was confirmed. The spread of the found
+    rates is `spread()`."""
+
+    workload: str
+    searches: tuple[SearchResult, ...]
+    dirs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.searches or len(self.searches) != len(self.dirs):
+            raise CepkitError(f"repeated search of {self.workload}: need one directory per search, got "
+                              f"{len(self.searches)} searches and {len(self.dirs)} directories")
+
+    @property
+    def representative(self) -> int:
+        """The index of the representative search (class docstring)."""
+        found = sorted((s.sustainable_eps, i) for i, s in enumerate(self.searches)
+                       if s.confirmed and s.sustainable_eps is not None)
+        return found[(len(found) - 1) // 2][1] if found else 0
+
+    @property
+    def _rep(self) -> SearchResult:
+        return self.searches[self.representative]
+
+    @property
+    def sustainable_eps(self) -> float | None:
+        return self._rep.sustainable_eps
+
+    @property
+    def confirmed(self) -> bool:
+        return self._rep.confirmed
+
+    @property
+    def all_confirmed(self) -> bool:
+        return all(s.confirmed for s in self.searches)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self._rep.steps
+
+    def best_step(self) -> Step | None:
+        return self._rep.best_step()
+
+    def spread(self):
+        """The median and range of the confirmed searches' rates (validator.compare_runs.Spread)."""
+        from validator.compare_runs import spread
+
+        return spread([s.sustainable_eps for s in self.searches if s.confirmed and s.sustainable_eps is not None],
+                      len(self.searches))
+
+    def to_dict(self) -> dict:
+        """The summary row's `repeat` object: each search, and the representative's directory."""
+        return {"searches": [{"run": d, "sustainable_eps": s.sustainable_eps, "confirmed": s.confirmed,
+                              "steps": len(s.steps)} for d, s in zip(self.dirs, self.searches)],
+                "search_dir": self.dirs[self.representative]}
+
+
+def repeat_search(run_step, workload: Workload, out_dir: Path, cfg: SearchConfig, repeat: int,
+                  stage: Stage = lambda s: None) -> RepeatedSearch:
+    """`find_sustainable_rate` `repeat` times over the same inputs, the i-th search in
+    `out_dir/run-i` (each search's own search.json and steps there)."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise CepkitError(f"search: repeat must be a whole number >= 1, got {repeat!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=False)
+    searches, dirs = [], []
+    for k in range(1, repeat + 1):
+        stage(f"{workload.name}: search {k} of {repeat}")
+        dirs.append(f"run-{k}")
+        searches.append(find_sustainable_rate(run_step, workload, out_dir / dirs[-1], cfg, stage))
+    result = RepeatedSearch(workload.name, tuple(searches), tuple(dirs))
+    sp = result.spread()
+    stage(f"{workload.name}: {sp.text(unit='ev/s', noun=('search', 'searches'), counted='confirmed')}")
     return result
 
 

@@ -10,7 +10,9 @@ program's tree that kill-engine kills and supervision watches), `REPLAYS_OUTPUTS
 restored job sends answers again, so the sink must filter them), `prepare_restart(spec, started)`
 (clean up after a dead program, e.g. cancel its job still running on a cluster) and
 `restart_args(checkpoint, attempt, heard_checkpoint)` (the extra arguments of a restarted
-program, and what it restores). specs/ENGINES.md is the contract.
+program, and what it restores). For long-run health (harness/health.py) it names
+`state_gauge(checkpoint, heard_checkpoint)`: a function giving the engine's state on disk in bytes
+(None when it cannot be had). specs/ENGINES.md is the contract.
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ the cluster its `--master` names).
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Callable
 
+from harness.flink_restore import newest_checkpoint
+from harness.health import dir_usage
 from harness.launch import by_hand_script, secret_file
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
@@ -132,3 +136,26 @@ def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:
             return f"cancelled the dead program's job {job} on the cluster"
         time.sleep(0.2)
     return f"the dead program's job {job} was still running 30 s after its cancel"
+
+
+def state_gauge(checkpoint: Path | None, heard: Callable[[], dict | None]) -> Callable[[], int | None]:
+    """Flink's state on disk (metrics/health.csv `state_bytes`): the newest completed checkpoint
+    (`chk-N`) the program reported, else the newest on disk (harness/flink_restore.py), else the
+    size the program reported (a checkpoint on storage this machine does not list)."""
+    def size() -> int | None:
+        event = heard() or {}
+        if event.get("path"):
+            usage = dir_usage(event["path"])
+            if usage:
+                return usage[0]
+        if checkpoint is not None:
+            try:
+                newest, _ = newest_checkpoint(checkpoint, None)
+            except OSError:             # Flink deleted a checkpoint as we listed them
+                newest = None
+            usage = dir_usage(newest) if newest is not None else None
+            if usage:
+                return usage[0]
+        reported = event.get("size")
+        return reported if isinstance(reported, int) and not isinstance(reported, bool) else None
+    return size

@@ -3,7 +3,11 @@ or, by hand, `spark-submit` (engine/spark-submit.sh); a cluster's executors are 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable
+
 from harness.fault_injection import executor_jvms
+from harness.health import dir_usage
 from harness.jvm_archive import driver_java_options
 from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, secret_file, spark_submit_command, submit_script
 from harness.local_fs import local_fs_settings
@@ -43,3 +47,13 @@ def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -
 def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:
     """Nothing to do: a Spark application ends with its driver, on a cluster too."""
     return None
+
+
+def state_gauge(checkpoint: Path | None, heard: Callable[[], dict | None]) -> Callable[[], int | None]:
+    """Spark's state on disk (metrics/health.csv `state_bytes`): the query checkpoint's `state/`
+    subtree (every stateful operator's store: RocksDB changelogs, snapshots and SST files); None
+    for a checkpoint this machine does not list."""
+    def size() -> int | None:
+        usage = dir_usage(checkpoint / "state") if checkpoint is not None else None
+        return usage[0] if usage else None
+    return size

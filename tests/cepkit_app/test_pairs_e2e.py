@@ -77,7 +77,9 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
         return
     stdout = (run_dir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
     batches = [b for b in map(json.loads, stdout) if b.get("event") == "batch" and (b.get("events") or 0) > 0]
-    assert len(batches) > 50
+    # How many batches ~30 s of load makes depends on the machine's speed (0.5 s batches gave > 50,
+    # 0.8-1 s batches on a slower 2-core machine 39-43): enough to see the spread, not a speed figure.
+    assert len(batches) > 20
     state = batches[-1]["state"]
     assert [op["operatorName"] for op in state] == ["transformWithStateInPandasExec"]
     assert state[0]["numRowsTotal"] >= 2 * 2        # ("open", "books") for each of >= 2 keys
@@ -91,7 +93,7 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
             read = e["Task Metrics"]["Shuffle Read Metrics"]["Total Records Read"]
             tasks.setdefault(e["Stage ID"], []).append(read)
     stateful = [reads for reads in tasks.values() if sum(reads) > 0]
-    assert len(stateful) > 50
+    assert len(stateful) > 20           # a stateful stage per batch (see above)
     assert all(len(reads) >= 2 and min(reads) > 0 for reads in stateful)
 
 

@@ -1,0 +1,128 @@
+"""The thesis results page (validator/thesis_page.py, benchmarks/thesis_results.py) on run
+directories with the exact shapes the pipelines write (built as tests/validator/test_compare_page.py
+builds them: the real sink, the real validator), plus micro sustainable summaries written by the
+suite's own writer over the shipped patterns and count-windows suites."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from cepkit_app.pipelines.micro_summary import write_summary
+from cepkit_app.pipelines.sustainable import SearchResult, Step
+from kit.errors import CepkitError
+from kit.shipped import suite_path
+from kit.workload import read_suite, write_spec
+from tests.helpers import REPO
+from tests.validator.test_compare_page import make_pairs_run, pairs_inputs, write_run_config  # noqa: F401
+from validator.thesis_page import THESIS_TABLE_7_1, ThesisInputs, read_micro_points, read_pairs_rows, \
+    write_thesis_page
+
+
+def sustainable_run(run: Path, engine: str, suite_name: str, workloads: list[str], eps: dict[str, float]) -> Path:
+    """A `cepkit micro --sustainable` run directory of the shipped suite's chosen workloads: its
+    config, suite.xml and summary.json by the suite's writer (one confirmed step per workload)."""
+    suite = read_suite(suite_path(suite_name))
+    chosen = tuple(w for w in suite.workloads if w.name in workloads)
+    suite = type(suite)(suite.name, suite.quick, chosen)
+    write_run_config(run, engine)
+    write_spec(suite, run / "suite.xml")
+    results = []
+    for w in chosen:
+        rate = eps[w.name]
+        steps = [Step(1, rate, "confirm", True, "ok", "completed", "PASSED", 0, 10, 100, 200, 900.0, 150.0,
+                      str(run / w.name / "step-01"), None, 500, 190, 230, 120)]
+        results.append(SearchResult(w.name, rate, True, tuple(steps)))
+    write_summary(suite, results, run)
+    return run
+
+
+def copy_run(src: Path, dst: Path, **rate_or_run) -> Path:
+    """`src` under another name, its config.toml changed (e.g. engine="flink" or quick=True): a
+    run of another engine or profile with the same validated figures, without another validation."""
+    shutil.copytree(src, dst)
+    cfg = tomllib.loads((dst / "config.toml").read_text())
+    for key, value in rate_or_run.items():
+        (cfg["run"] if key == "engine" else cfg["pairs"]["rate"])[key] = value
+    (dst / "config.toml").write_text(tomli_w.dumps(cfg))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, pairs_inputs):  # noqa: F811
+    root = tmp_path_factory.mktemp("thesis")
+    spark = make_pairs_run(root / "pairs-spark", "spark", pairs_inputs)
+    pairs = {"spark": spark, "flink": copy_run(spark, root / "pairs-flink", engine="flink")}
+    quick = copy_run(spark, root / "pairs-quick", quick=True)
+    q7 = ["patterns-interval-w10s", "patterns-interval-w60s", "patterns-interval-w600s",
+          "patterns-cardinality-maxid100", "patterns-cardinality-maxid10000", "patterns-selectivity-0.1pct",
+          "patterns-selectivity-10pct"]
+    micro = {e: sustainable_run(root / f"q7-{e}", e, "patterns", q7,
+                                {w: 1000.0 * (i + 1) * (3 if e == "flink" else 1) for i, w in enumerate(q7)})
+             for e in ("spark", "flink")}
+    cw = ["count-windows-window-sliding-r500-sum", "count-windows-window-sliding-r5000-sum",
+          "count-windows-window-tumbling-r500-sum", "count-windows-window-tumbling-r5000-sum"]
+    micro["cw"] = sustainable_run(root / "cw-spark", "spark", "count-windows", cw, {w: 5000.0 for w in cw})
+    return pairs, quick, micro
+
+
+def test_table_7_1_puts_our_runs_beside_the_thesis(runs, tmp_path):
+    pairs, _, micro = runs
+    rows = read_pairs_rows([pairs["spark"], pairs["flink"]])
+    assert [(r.engine, r.sf) for r in rows] == [("flink", 1), ("spark", 1)]
+    page = write_thesis_page(ThesisInputs(rows, read_micro_points(micro.values())), tmp_path / "out")
+    doc = json.loads((page.parent / "results.json").read_text())
+    assert doc["kind"] == "cepkit.thesis-results"
+    table = doc["table_7_1"]
+    sf1 = [r for r in table if r["sf"] == 1]
+    assert [r["who"] for r in sf1] == ["thesis engine X", "thesis engine Y", "cepkit on flink", "cepkit on spark"]
+    assert sf1[0]["p99"] == "63 ms" and sf1[1]["pscore"] == "136.36"
+    ours = sf1[2]
+    assert "orders" in ours["p99"] and "95 % CI" in ours["p99"] and ours["verdict"] == "PASSED"
+    assert len([r for r in table if r["thesis"]]) == 2 * len(THESIS_TABLE_7_1)
+    sf3y = next(r for r in table if r["sf"] == 3 and r["who"] == "thesis engine Y")
+    assert sf3y["verdict"] == "could not run"
+    assert doc["figures"] == ["figures/q7.png", "figures/count-windows.png"]
+    html = page.read_text()
+    assert html.count('<img src="data:image/png;base64,') == 2
+    md = (page.parent / "results.md").read_text()
+    assert "| 1 | thesis engine X | standard (2 h) | 25 | 63 ms | 47.62 |" in md
+
+
+def test_micro_points_carry_the_thesis_parameters(runs):
+    _, _, micro = runs
+    pts = read_micro_points([micro["spark"]])
+    by = {p.workload: p for p in pts}
+    w60 = by["patterns-interval-w60s"]
+    assert w60.experiment == "interval" and w60.params["within_ms"] == "60000"
+    assert w60.params["max_id"] == "10000" and w60.params["selectivity"] == "0.001"
+    assert w60.eps == 2000.0 and w60.solid
+
+
+def test_a_quick_run_is_not_the_thesis_run(runs, tmp_path):
+    _, quick, _ = runs
+    with pytest.raises(CepkitError, match="not the thesis's two-hour standard run"):
+        read_pairs_rows([quick])
+    rows = read_pairs_rows([quick], allow_quick=True)
+    assert rows[0].profile.startswith("standard (quick")
+
+
+def test_the_script_writes_the_page_and_refuses_an_existing_dir(runs, tmp_path):
+    pairs, _, micro = runs
+    script = REPO / "benchmarks" / "thesis_results.py"
+    out = tmp_path / "page"
+    args = [sys.executable, str(script), "--out", str(out), "--pairs", str(pairs["spark"]),
+            "--micro", str(micro["spark"])]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "## Table 7.1 redone" in proc.stdout and (out / "results.html").is_file()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
