@@ -137,9 +137,12 @@ def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_the_taskm
     run = json.loads((run_dir / "engine" / "run.json").read_text())
     started = run["engine"]["started"]
     assert (started["master"], started["parallelism"]) == (info.master_url, 2)     # every slot
-    # Each TaskManager got the runtime zip from the job (its blob store), byte for byte.
+    # The TaskManagers got the runtime zip from the job (their blob stores), byte for byte. Both ran
+    # the job's Python (parallelism 2 over two 1-slot TaskManagers, asserted above; without the
+    # runtime a task fails and the run with it), but a TaskManager may drop a finished job's blobs
+    # before this looks (seen once on a slow machine: one of the two stores left), so at least one.
     blobs = list(info.directory.glob(f"tmp/tm_*/blobStorage/job_{started['run_id']}/blob_p-*"))
-    assert len(blobs) == 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
+    assert 1 <= len(blobs) <= 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
     script = (run_dir / "engine" / "flink-run.sh").read_text()
     assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script and "-pyfs " in script
     # The TaskManagers (and their Python workers) are sampled with the program: more than the program's own.
