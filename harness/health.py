@@ -106,7 +106,7 @@ class HealthSampler(SamplingThread):
         self._resources = resources
         self._me = psutil.Process()
         self._driver = _process(driver_pid)
-        super().__init__(csv_path, HEALTH_COLUMNS, "health-sampler")
+        super().__init__(csv_path, HEALTH_COLUMNS, "health-sampler", self._loop)
         self.last: dict | None = None
         self.max_sample_ms = 0
 

@@ -56,13 +56,13 @@ class CsvLog:
 
 
 class SamplingThread:
-    """A CSV log written by a thread of its own from `start()` to `stop()` (its `_loop`, which
-    ends when `_stop` is set); the samplers of this module and harness/health.py."""
+    """A CSV log written by a thread of its own from `start()` to `stop()`: `loop` runs in it and
+    returns once `_stop` is set; the samplers of this module and harness/health.py."""
 
-    def __init__(self, csv_path: Path, columns: tuple[str, ...], name: str):
+    def __init__(self, csv_path: Path, columns: tuple[str, ...], name: str, loop: Callable[[], None]):
         self._log = CsvLog(csv_path, columns)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = threading.Thread(target=loop, name=name, daemon=True)
 
     @property
     def csv_path(self) -> Path:
@@ -77,9 +77,6 @@ class SamplingThread:
         if self._thread.is_alive():
             self._thread.join()
         self._log.close()
-
-    def _loop(self) -> None:
-        raise NotImplementedError
 
 
 class BacklogLog(CsvLog):
@@ -121,7 +118,7 @@ class ResourceSampler(SamplingThread):
         self.root_pid = root_pid
         self._extra = extra
         self.interval_s = interval_s
-        super().__init__(csv_path, RESOURCE_COLUMNS, "resource-sampler")
+        super().__init__(csv_path, RESOURCE_COLUMNS, "resource-sampler", self._loop)
         self._procs: dict[int, psutil.Process] = {}
         self._cpu_s: dict[int, float] = {}
         self._last_t: float | None = None

@@ -114,10 +114,6 @@ class PairsRow:
             return r.verdict if r.status == "completed" else f"{r.verdict} ({r.status})"
         return f"{len(self.counted)} of {len(self.runs)} PASSED"
 
-    def median(self, key: str) -> float | None:
-        vals = [r.figure(key) for r in self.counted if r.figure(key) is not None]
-        return spread(vals).median if vals else None
-
     def to_dict(self) -> dict:
         return {"engine": self.engine, "sf": self.sf, "profile": self.profile, "source": self.source,
                 "p99": self.p99_text(), "pscore": self.pscore_text(), "verdict": self.verdict(),
