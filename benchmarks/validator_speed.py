@@ -4,12 +4,13 @@ Default: the standard 2-hour SF=1 dataset (about 45 million ticks) and its 25 st
 query generator. The dataset is generated into a temporary directory first (not timed) unless
 --data points at an existing one.
 
-    .venv/bin/python benchmarks/validator.py [--sf N] [--quick] [--data DIR]
+    .venv/bin/python benchmarks/validator_speed.py [--sf N] [--quick] [--data DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
@@ -50,7 +51,9 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
         print(f"strategies     : {len(strategies)}")
         print(f"expected       : {len(ref.indicators):,} Indicator rows, {len(ref.orders):,} MarketOrder rows")
+        ticks = int(json.loads((data / "manifest.json").read_text())["total_rows"])
         print(f"elapsed        : {elapsed:.1f} s (target: 120 s for the standard SF=1 run)")
+        print(f"rate           : {ticks / elapsed / 1e6:.2f} M ticks/s ({ticks:,} ticks)")
         print(f"peak RSS       : {rss.peak / 2**20:,.0f} MiB")
     finally:
         if tmp:

@@ -347,6 +347,11 @@ class _Run:
         self.program.reap()
         if self.on_event is not None:
             self.on_event(f"engine program attempt {death.attempt} died: {death.cause}")
+        refused = self.sink.refused_output if self.sink is not None else None
+        if refused is not None:         # the same program would send the same output again
+            death.outcome = "not restarted: the sink refused its output"
+            self._end("failed", f"the engine program's output was refused by the sink: {refused}")
+            return False
         if self.driver.proc.poll() is not None:
             death.outcome = "not restarted: the feed is gone"
             self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "

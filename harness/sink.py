@@ -162,6 +162,7 @@ class SinkServer:
         self._replay = ReplayFilter((ARRIVAL_TS, BATCH_ID)) if replay_filter else None
         self._finished = False
         self._failed: str | None = None
+        self._refused_output: str | None = None
         self._stop_flusher = threading.Event()
         self._server = FrameServer(host, port, self._handle, name="sink", pass_body=True, secret=secret,
                                    on_refused=on_refused, auth_timeout_s=auth_timeout_s)
@@ -176,7 +177,16 @@ class SinkServer:
         arrival_ms = now_ms()   # the frame is fully received: this is the rows' arrival time
         op = req.get("op")
         if op == "emit":
-            return self._emit(req, body, arrival_ms), None
+            try:
+                return self._emit(req, body, arrival_ms), None
+            except BadRequestError as e:
+                # The program sent what it must not (a column missing, a schema that changed, a
+                # stamp of the sink's): it would send it again after any restart. The first such
+                # refusal is kept for the run (`refused_output`), which then ends at once.
+                if not self._finished:
+                    with self._lock:
+                        self._refused_output = self._refused_output or str(e)
+                raise
         if op == "stats":
             return {"ok": True, "stats": self.stats()}, None
         raise BadRequestError(f"unknown op {op!r} (known: {', '.join(SINK_OPS)})")
@@ -317,6 +327,12 @@ class SinkServer:
         st.writer = None
 
     # ---- results -------------------------------------------------------------------------------
+
+    @property
+    def refused_output(self) -> str | None:
+        """The first emit the sink refused as the program's own error (None: none was)."""
+        with self._lock:
+            return self._refused_output
 
     def stats(self) -> dict:
         """Rows per stream, total rows, emits, last arrival and event-time latency so far."""

@@ -239,7 +239,9 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
     spark = restarter = None
     pause_file = os.path.join(tempfile.gettempdir(), f"cepkit-pause-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
+        marks = [("begin", time.perf_counter())]     # where startup goes: the `started` event's startup_ms
         spark = build_session(app_name, args.master, args.shuffle_partitions, spark_conf, overrides)
+        marks.append(("session", time.perf_counter()))
         if args.py_files and not _under_spark_submit():     # spark-submit --py-files already shipped it
             spark.sparkContext.addPyFile(args.py_files)
         # SparkContext installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt);
@@ -257,7 +259,9 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             stage.open(args.checkpoint)
         sink = SinkClient(sink_host, sink_port, secret=secret)
         batches = _Batches(sink, streams, stage)
+        marks.append(("build", time.perf_counter()))
         warm_up(spark)
+        marks.append(("warm_up", time.perf_counter()))
 
         def start():
             return (df.writeStream.foreachBatch(batches)
@@ -268,13 +272,15 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
 
         restarter = Restarter(spark, start)
         restarter.launch()
+        marks.append(("query_start", time.perf_counter()))
         running.set()
         if stop_requested.is_set():
             raise _StopRequested()
         query = restarter.query
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
               pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
-              streams=streams)
+              streams=streams, startup_ms={name: round((t - marks[i][1]) * 1000)
+                                           for i, (name, t) in enumerate(marks[1:])})
         return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,
                      pause_file)
     except _StopRequested:

@@ -92,6 +92,21 @@ def _sum_by(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
                                                                                                   copy=False)
 
 
+@dataclass(frozen=True)
+class _Monitored:
+    """The ticks of a batch whose symbol some strategy watches, taken once for every period length:
+    their positions in the batch, symbol indices and prices (cents)."""
+
+    index: np.ndarray
+    sym: np.ndarray
+    price: np.ndarray
+
+    @classmethod
+    def of(cls, b: TickBatch) -> "_Monitored":
+        index = np.flatnonzero(b.sym >= 0)
+        return cls(index, b.sym[index].astype(np.int64), b.price[index])
+
+
 class _PeriodAccumulator:
     """Streams tick batches into closed periods of one length."""
 
@@ -115,22 +130,34 @@ class _PeriodAccumulator:
         self.out["cnt"].append(cnts)
         self.out["last"].append(last)
 
-    def feed(self, b: TickBatch) -> None:
-        p = b.tick_ts_ms // self.period_ms
-        new_seg = np.flatnonzero(p[1:] != p[:-1]) + 1
+    def _segment_starts(self, ts: np.ndarray) -> np.ndarray:
+        """Where a new period begins in the batch: the positions i > 0 with ts[i] // period !=
+        ts[i - 1] // period. As ts never decreases, these are the first ticks at or after each
+        period boundary inside the batch, found by a binary search per boundary instead of a
+        pass over every tick (a batch spans a few periods); a batch that spans more periods than
+        it has ticks (sparse data) takes the pass."""
+        first, last = int(ts[0]) // self.period_ms, int(ts[-1]) // self.period_ms
+        if last - first > len(ts):
+            p = ts // self.period_ms
+            return np.flatnonzero(p[1:] != p[:-1]) + 1
+        bounds = np.arange(first + 1, last + 1, dtype=np.int64) * self.period_ms
+        return np.unique(np.searchsorted(ts, bounds, side="left"))     # an empty period adds no start
+
+    def feed(self, b: TickBatch, m: "_Monitored") -> None:
+        new_seg = self._segment_starts(b.tick_ts_ms)
         starts = np.concatenate([[0], new_seg])
-        seg_of = np.zeros(len(p), dtype=np.int64)
-        seg_of[new_seg] = 1
-        seg_of = np.cumsum(seg_of)
         nseg = len(starts)
-        mon = b.sym >= 0
-        key = seg_of[mon] * self.n + b.sym[mon]
-        sums = _sum_by(key, b.price[mon], nseg * self.n).reshape(nseg, self.n)
+        key = np.searchsorted(new_seg, m.index, side="right") * self.n + m.sym     # (segment, symbol)
+        sums = _sum_by(key, m.price, nseg * self.n).reshape(nseg, self.n)
         cnts = np.bincount(key, minlength=nseg * self.n).astype(np.int64, copy=False).reshape(nseg, self.n)
+        # The last trade of each symbol in each segment: the greatest position per key. (An
+        # unbuffered maximum is exact whatever the order numpy visits the positions in, unlike a
+        # plain fancy assignment with repeated keys; and it is a pass, not a sort.)
+        last_pos = np.full(nseg * self.n, -1, dtype=np.int64)
+        np.maximum.at(last_pos, key, np.arange(key.size, dtype=np.int64))
         seg_last = np.zeros(nseg * self.n, dtype=np.int64)
-        if key.size:
-            uniq, first_rev = np.unique(key[::-1], return_index=True)
-            seg_last[uniq] = b.price[mon][::-1][first_rev]
+        has = last_pos >= 0
+        seg_last[has] = m.price[last_pos[has]]
         seg_last = seg_last.reshape(nseg, self.n)
         # Forward-fill last prices across segments, starting from the carried state.
         last_end = np.empty_like(seg_last)
@@ -138,7 +165,7 @@ class _PeriodAccumulator:
         for j in range(nseg):
             running = np.where(seg_last[j] > 0, seg_last[j], running)
             last_end[j] = running
-        continues = self.cur is not None and p[0] == self.cur
+        continues = self.cur is not None and int(b.tick_ts_ms[0]) // self.period_ms == self.cur
         if continues:
             sums[0] += self.open_sum
             cnts[0] += self.open_cnt
@@ -146,7 +173,7 @@ class _PeriodAccumulator:
             self._close(0, b, self.open_sum, self.open_cnt, self.last)
         for j in range(nseg - 1):
             self._close(int(starts[j + 1]), b, sums[j], cnts[j], last_end[j])
-        self.cur = int(p[-1])
+        self.cur = int(b.tick_ts_ms[-1]) // self.period_ms
         self.open_sum, self.open_cnt, self.last = sums[-1].copy(), cnts[-1].copy(), last_end[-1].copy()
 
     def result(self) -> ClosedPeriods:
@@ -178,8 +205,9 @@ def closed_periods(batches: Iterable[TickBatch], period_lengths_ms: Sequence[int
             raise CepkitError(f"tick {row} (0-based, event order): tickTS goes backwards; "
                               "ticks must be in time order")
         prev_ts = int(ts[-1])
+        m = _Monitored.of(b)
         for acc in accs.values():
-            acc.feed(b)
+            acc.feed(b, m)
     return {p: a.result() for p, a in accs.items()}
 
 
@@ -349,8 +377,8 @@ def check_symbols(strategies: Sequence[StrategyParams], symbols: Collection[str]
 def _mark_seen(batches: Iterable[TickBatch], seen: np.ndarray) -> Iterator[TickBatch]:
     for b in batches:
         hit = b.sym[b.sym >= 0]
-        if hit.size:
-            seen[np.unique(hit)] = True
+        if hit.size:            # a count per symbol: a pass over the batch, where a unique would sort it
+            seen |= np.bincount(hit, minlength=len(seen))[:len(seen)] > 0
         yield b
 
 

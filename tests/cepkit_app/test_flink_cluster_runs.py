@@ -1,11 +1,11 @@
 """The benchmarks on a real Flink standalone cluster (1 JobManager, 2 TaskManagers of one slot each
 on 127.0.0.1, started from the distribution PyFlink ships: harness/flink_cluster.py): its start,
-bindings and status; quick SF=1 Pairs (the tests' short replay, tests/data/configs/short-pairs.toml)
-and a microbenchmark workload validated there with the runtime shipped to the TaskManagers; a
-TaskManager killed mid-run (Flink restores the job from its checkpoint once the keeper has brought
-the TaskManager back); the run's `flink run` line started by hand while the harness feeds; and a
-stop that leaves no JobManager, keeper, TaskManager or Python worker behind (specs/ENGINE_RUN.md,
-"Clusters"). The tests run in file order; the fixture stops the cluster anyway if a test fails."""
+bindings and status; a microbenchmark workload validated there; quick SF=1 Pairs (the tests' short
+replay, tests/data/configs/short-pairs.toml) with a TaskManager killed mid-run (Flink restores the
+job from its checkpoint once the keeper has brought the TaskManager back); quick Pairs from the run's
+`flink run` line started by hand while the harness feeds, validated, with the runtime shipped to
+the TaskManagers (every Pairs run here is also the cluster's plain Pairs run); and a stop that
+leaves no JobManager, keeper, TaskManager or Python worker behind (specs/ENGINE_RUN.md, "Clusters"). The tests run in file order; the fixture stops the cluster anyway if a test fails."""
 
 from __future__ import annotations
 
@@ -126,29 +126,6 @@ def test_start_records_the_cluster_binds_only_127_0_0_1_and_status_shows_it(clus
     print(f"cluster start took {took:.1f} s")
 
 
-def test_quick_pairs_passes_on_the_cluster_with_the_runtime_shipped_to_the_taskmanagers(cluster, tmp_path):
-    info, _ = cluster
-    _running(info)
-    run_dir = tmp_path / "run"
-    proc = _cepkit("pairs", "--engine", "flink", "-c", SHORT_PAIRS, "--master", info.master_url, "--out", run_dir,
-                   cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _passed(run_dir, proc.stderr)
-    run = json.loads((run_dir / "engine" / "run.json").read_text())
-    started = run["engine"]["started"]
-    assert (started["master"], started["parallelism"]) == (info.master_url, 2)     # every slot
-    # The TaskManagers got the runtime zip from the job (their blob stores), byte for byte. Both ran
-    # the job's Python (parallelism 2 over two 1-slot TaskManagers, asserted above; without the
-    # runtime a task fails and the run with it), but a TaskManager may drop a finished job's blobs
-    # before this looks (seen once on a slow machine: one of the two stores left), so at least one.
-    blobs = list(info.directory.glob(f"tmp/tm_*/blobStorage/job_{started['run_id']}/blob_p-*"))
-    assert 1 <= len(blobs) <= 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
-    script = (run_dir / "engine" / "flink-run.sh").read_text()
-    assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script and "-pyfs " in script
-    # The TaskManagers (and their Python workers) are sampled with the program: more than the program's own.
-    assert run["resources"]["peak_rss_bytes"] > 1.5e9
-
-
 def test_a_micro_workload_passes_on_the_cluster(cluster, tmp_path):
     info, _ = cluster
     _running(info)
@@ -169,8 +146,12 @@ def test_a_killed_taskmanager_is_brought_back_and_the_job_restored_loses_no_answ
     assert proc.returncode == 0, proc.stderr[-3000:]
     (recovery,) = _passed(run_dir, proc.stderr)["faults"]
     assert recovery["kind"] == "kill-taskmanager" and 0 < recovery["recovery_ms"] < 120_000
-    (fault,) = json.loads((run_dir / "engine" / "run.json").read_text())["faults"]
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    (fault,) = run["faults"]
     assert fault["target"] == "java" and fault["restarted_ms"] is None       # no program restart
+    # The TaskManagers (and their Python workers) are sampled with the program it launched: more
+    # than the program's own.
+    assert run["resources"]["peak_rss_bytes"] > 1.5e9
     assert "fault kill-taskmanager@12s: recovery" in proc.stderr
     print(proc.stderr[proc.stderr.index("fault kill-taskmanager@12s: recovery"):].splitlines()[0])
     # The killed JVM was a TaskManager of this cluster, under its keeper, which started it again;
@@ -184,7 +165,7 @@ def test_a_killed_taskmanager_is_brought_back_and_the_job_restored_loses_no_answ
     assert sum(p["restarts"] for p in cluster_status(info.directory)["processes"]) >= 1
 
 
-def test_the_written_flink_run_line_run_by_hand_is_a_validated_run(cluster, tmp_path):
+def test_the_written_flink_run_line_run_by_hand_is_a_validated_run_with_the_runtime_shipped(cluster, tmp_path):
     info, _ = cluster
     _running(info)
     run_dir = tmp_path / "run"
@@ -211,7 +192,20 @@ def test_the_written_flink_run_line_run_by_hand_is_a_validated_run(cluster, tmp_
     assert not secret.exists()
     for path in (p for p in run_dir.rglob("*") if p.is_file()):      # the engine's own logs included
         assert value.encode() not in path.read_bytes(), path
-    assert json.loads((run_dir / "engine" / "run.json").read_text())["refused_connections"] == {"feed": 0, "sink": 0}
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    assert run["refused_connections"] == {"feed": 0, "sink": 0}
+    # The program's own `started` line (the harness did not launch it, so its stdout is the script's).
+    (started,) = [e for e in map(json.loads, (ln for ln in by_hand.stdout.splitlines() if ln.startswith("{")))
+                  if e.get("event") == "started"]
+    assert (started["master"], started["parallelism"]) == (info.master_url, 2)     # every slot
+    # The TaskManagers got the runtime zip from the job (their blob stores), byte for byte. Both ran
+    # the job's Python (parallelism 2 over two 1-slot TaskManagers, asserted above; without the
+    # runtime a task fails and the run with it), but a TaskManager may drop a finished job's blobs
+    # before this looks (seen once on a slow machine: one of the two stores left), so at least one.
+    blobs = list(info.directory.glob(f"tmp/tm_*/blobStorage/job_{started['run_id']}/blob_p-*"))
+    assert 1 <= len(blobs) <= 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
+    script_text = script.read_text()
+    assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script_text and "-pyfs " in script_text
 
 
 def test_stop_leaves_no_jobmanager_keeper_taskmanager_or_python_worker(cluster, capsys):

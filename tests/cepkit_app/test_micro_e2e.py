@@ -94,6 +94,8 @@ def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
     states = run_dir / "every-kind" / "engine" / "checkpoint" / "driver-cores"
     assert states.is_dir() == (cores != "operator")
+    # Windows, window joins and patterns keep state, in Spark's state store or on the driver, reported alike.
+    assert run["resources"]["peak_state_bytes"] > 0
 
 
 @pytest.mark.flink
@@ -134,3 +136,6 @@ def test_the_jdbc_plan_of_j3_matches_the_reference_on_spark(tmp_path):
     assert "'kind': 'jdbc_table_join'" in (wdir / "program.py").read_text()
     command = " ".join(json.loads((wdir / "engine" / "logs" / "command.json").read_text()))
     assert "spark.jars=/usr/share/java/postgresql" in command
+    # A table join keeps no state (a stream-static join): none is reported.
+    run = json.loads((wdir / "engine" / "run.json").read_text())
+    assert not run["resources"]["peak_state_bytes"], run["resources"]["peak_state_bytes"]

@@ -1,12 +1,14 @@
 """The quick microbenchmark suites, as `cepkit micro --suite NAME --quick` runs them, on each engine.
 
-Under `-m e2e` (Spark) and `-m flink`, every query kind gets one workload of its quick suite (the
-first that uses it, `representatives()`), run on the engine and validated: 0 missing, 0 undue, 0
-wrong for each query.
-J3 runs against a real PostgreSQL the harness starts. Whole suites, every workload, take about 20
-minutes on 2 cores, so they are marked slow (`pytest -m slow`).
-Both are parametrized over the engine registry, so a new engine is tested without new code; each
-engine's runs carry its marker (on request: `pytest -m e2e` for Spark's, `-m flink`)."""
+Every query kind gets one workload of its quick suite (the first that uses it, `representatives()`),
+run on the engine and validated: 0 missing, 0 undue, 0 wrong for each query, and on Spark state kept
+exactly by the stateful kinds. J3 runs against a real PostgreSQL the harness starts. These are on
+request with the whole suites (`pytest -m slow`; `-m "slow and flink"` for Flink's alone): CI's
+engine stages cover every query kind on each engine in one run instead (tests/cepkit_app/
+test_micro_e2e.py, every_kind: each placement on Spark, every Flink plan of a pattern), and every
+quick workload of every suite is translated for both engines in the default run
+(tests/translators/). Whole suites, every workload, take about 20 minutes on 2 cores.
+Parametrized over the engine registry, so a new engine is tested without new code."""
 
 from __future__ import annotations
 
@@ -58,11 +60,12 @@ def _kind_params():
 # Flink plans patterns by consumption policy (specs/TRANSLATION.md): the first pattern workload
 # (all-all) is SQL's interval join; these are its MATCH_RECOGNIZE and its Python core.
 FLINK_EXTRA = [pytest.param("Q7", "patterns", w, id=f"Q7-{w.rsplit('-', 2)[-2]}-{w.rsplit('-', 1)[-1]}",
-                            marks=pytest.mark.flink)
+                            marks=[pytest.mark.flink, pytest.mark.slow])
                for w in ("patterns-consumption-one-all", "patterns-consumption-one-one")]
 
 
-@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", engine_params(default_run=None))
 @pytest.mark.parametrize("kind, suite, workload", _kind_params())
 def test_quick_workload_of_each_query_kind_matches_the_reference(engine, kind, suite, workload, tmp_path):
     check_quick_workload(engine, kind, suite, workload, tmp_path)

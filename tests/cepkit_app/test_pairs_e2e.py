@@ -75,6 +75,9 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
         ids = pq.read_table(run_dir / "engine" / "outputs" / "Indicator-00001.parquet").column("batchId").to_pylist()
         assert len({i % 2 for i in ids}) == 2      # batch id = range * buckets + bucket key, 2 buckets
         return
+    # Where the start-up went, each part timed (the program's `started` event, specs/ENGINE_RUN.md).
+    assert set(started["startup_ms"]) == {"session", "build", "warm_up", "query_start"}
+    assert all(ms > 0 for ms in started["startup_ms"].values())
     stdout = (run_dir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
     batches = [b for b in map(json.loads, stdout) if b.get("event") == "batch" and (b.get("events") or 0) > 0]
     # How many batches ~30 s of load makes depends on the machine's speed (0.5 s batches gave > 50,

@@ -1,14 +1,16 @@
 """End to end: a real engine program (tests/spark_programs/echo_program.py) on real Spark, fed by a
 real driver process, writing through the real sink; run by harness.engine_run.run_engine.
 
-Each run starts a Spark session (~25 s to a warm, waiting query on a 2-core machine), so the file
-has three runs: one complete run checked in detail, one stopped as unsustainable (q^b), one whose
-output breaks the declared schema and must fail loudly.
+Each run starts a Spark session (25-30 s to a warm, waiting query on a 2-core machine), so the file
+has few runs: one complete run checked in detail (strangers knocking at its feed and sink
+meanwhile), one stopped as unsustainable (q^b), one whose feed dies, one whose output breaks the
+declared schema and must fail loudly, and one launched by hand from its script.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from harness.engine_run import EngineRunSpec, RunSnapshot, run_engine
 from harness.jvm_archive import archive_path
 from harness.local_fs import jar_path as local_fs_jar_path
 from kit.errors import CepkitError
+from kit.wire.protocol import recv_frame, send_frame
 from tests.helpers import TESTS_DIR, pairs_config, read_ticks
 from validator.outputlog import read_output_log, read_resources
 
@@ -72,12 +75,48 @@ class TreeWatcher:
             pass
 
 
-def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_path):
+def _knock(host_port: str, first: dict | None) -> dict:
+    """A raw connection without the run's secret: its first frame (or a hang-up), and the answer."""
+    host, port = host_port.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=15) as s:
+        if first is not None:
+            send_frame(s, first)
+        else:
+            s.shutdown(socket.SHUT_WR)      # a peer that says nothing and hangs up
+        frame = recv_frame(s)
+        return frame[0] if frame else {}
+
+
+def test_echo_run_delivers_every_event_once_with_consistent_stamps_and_refuses_strangers(ticks, tmp_path,
+                                                                                         monkeypatch):
+    """Every event once, with its stamps, Spark's and the program's breakdown of each batch, and the
+    run's records. Meanwhile raw connections without the run's secret, to the feed and the sink,
+    are refused (counted in run.json, one line each in logs/harness.log) and change nothing. The
+    secret (fixed here, so that it can be looked for) is in no file of the run directory, the
+    program's command line or the by-hand script. (One engine run for both: CI's e2e stage.)"""
+    secret = "cafe" * 8
+    monkeypatch.setattr("harness.engine_run.new_secret", lambda: secret)
     run_dir = tmp_path / "run"
     watcher = TreeWatcher(run_dir)
+    refusals: list[dict] = []
+    cmdlines: list[str] = []
+
+    def on_progress(snap: RunSnapshot) -> None:
+        watcher(snap)
+        if refusals or snap.released == 0:
+            return
+        command = json.loads((run_dir / "logs" / "command.json").read_text())
+        feed, sink = command[command.index("--driver") + 1], command[command.index("--sink") + 1]
+        refusals.append(_knock(feed, {"op": "read", "start": 0, "end": 100}))
+        refusals.append(_knock(feed, {"op": "auth", "secret": "guess"}))
+        refusals.append(_knock(sink, {"op": "stats"}))
+        refusals.append(_knock(sink, None))
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdlines.append(" ".join(proc.info["cmdline"] or []))
+
     result = run_engine(spec(ticks, run_dir, output_schemas={"Echo": pa.schema(
         [("symbol", pa.string()), ("price", pa.int32()), ("tickTS", pa.int64()), ("inputTS", pa.int64())])}),
-        on_progress=watcher)
+        on_progress=on_progress)
     assert result.status == "completed", result.message
     want = read_ticks(ticks)
     n = len(want["price"])
@@ -143,6 +182,24 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps(ticks, tmp_pa
     assert watcher.snapshots and watcher.snapshots[-1].total_events == n
     assert watcher.pids and all(gone(p) for p in watcher.pids)
 
+    # The strangers: refused, counted, logged, and nothing they did changed the answers above.
+    assert len(refusals) == 4 and all(r.get("error") == "unauthorized" for r in refusals[:3]), refusals
+    assert result.refused_connections == {"feed": 2, "sink": 2}
+    assert run["refused_connections"] == {"feed": 2, "sink": 2}
+    lines = (run_dir / "logs" / "harness.log").read_text().splitlines()
+    assert len(lines) == 4
+    assert sum(" feed refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
+    assert sum(" sink refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
+    assert "guess" not in (run_dir / "logs" / "harness.log").read_text()
+    # The secret is nowhere the run wrote, in no process's command line, and the file an external
+    # launch would use was never written.
+    assert cmdlines and not any(secret in c for c in cmdlines)
+    assert "CEPKIT_SECRET" in (run_dir / "spark-submit.sh").read_text()
+    assert not (run_dir / "secret").exists()
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
     # A run directory is never reused, and the refusal leaves it untouched.
     before = sorted((p.relative_to(run_dir), p.stat().st_mtime_ns) for p in run_dir.rglob("*"))
     with pytest.raises(CepkitError, match="already exists"):
@@ -190,72 +247,19 @@ def test_a_dead_feed_ends_the_run_at_once_with_its_outputs_kept(ticks, tmp_path)
 def test_an_output_that_breaks_the_declared_schema_fails_the_run_loudly(ticks, tmp_path):
     run_dir = tmp_path / "run"
     schemas = {"Echo": pa.schema([("symbol", pa.string()), ("missingColumn", pa.int64())])}
+    t0 = time.monotonic()
     result = run_engine(spec(ticks, run_dir, output_schemas=schemas))
     assert result.status == "failed"
+    assert result.message.startswith("the engine program's output was refused by the sink: emit Echo: ")
     assert "missing column(s) missingColumn" in result.message
     assert "\n" not in result.message
-    assert json.loads((run_dir / "run.json").read_text())["reason"] == result.message
-
-
-def test_strangers_at_a_live_runs_feed_and_sink_are_refused_and_the_run_completes(ticks, tmp_path, monkeypatch):
-    """Raw connections without the run's secret, to the feed and the sink while the engine runs,
-    are refused (counted in run.json, one line each in logs/harness.log) and change nothing: every
-    event is delivered once. The secret (fixed here, so that it can be looked for) is in no file of
-    the run directory, the program's command line or the by-hand script."""
-    import socket
-
-    import harness.engine_run
-    from kit.wire.protocol import recv_frame, send_frame
-
-    secret = "cafe" * 8
-    monkeypatch.setattr(harness.engine_run, "new_secret", lambda: secret)
-    run_dir = tmp_path / "run"
-    refusals: list[dict] = []
-    cmdlines: list[str] = []
-
-    def knock(host_port: str, first: dict | None) -> dict:
-        host, port = host_port.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=15) as s:
-            if first is not None:
-                send_frame(s, first)
-            else:
-                s.shutdown(socket.SHUT_WR)      # a peer that says nothing and hangs up
-            frame = recv_frame(s)
-            return frame[0] if frame else {}
-
-    def strangers(snap: RunSnapshot) -> None:
-        if refusals or snap.released == 0:
-            return
-        command = json.loads((run_dir / "logs" / "command.json").read_text())
-        feed, sink = command[command.index("--driver") + 1], command[command.index("--sink") + 1]
-        refusals.append(knock(feed, {"op": "read", "start": 0, "end": 100}))
-        refusals.append(knock(feed, {"op": "auth", "secret": "guess"}))
-        refusals.append(knock(sink, {"op": "stats"}))
-        refusals.append(knock(sink, None))
-        for proc in psutil.process_iter(["cmdline"]):
-            cmdlines.append(" ".join(proc.info["cmdline"] or []))
-
-    result = run_engine(spec(ticks, run_dir), on_progress=strangers)
-    assert result.status == "completed", result.message
-    n = result.events_total
-    assert result.outputs == {"Echo": n} and result.events_pulled == n
-    assert len(refusals) == 4 and all(r.get("error") == "unauthorized" for r in refusals[:3]), refusals
-    assert result.refused_connections == {"feed": 2, "sink": 2}
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["refused_connections"] == {"feed": 2, "sink": 2}
-    lines = (run_dir / "logs" / "harness.log").read_text().splitlines()
-    assert len(lines) == 4
-    assert sum(" feed refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
-    assert sum(" sink refused a connection from 127.0.0.1:" in ln for ln in lines) == 2
-    # The secret is nowhere the run wrote, in no process's command line, and the file an external
-    # launch would use was never written.
-    assert cmdlines and not any(secret in c for c in cmdlines)
-    assert "CEPKIT_SECRET" in (run_dir / "spark-submit.sh").read_text()
-    assert not (run_dir / "secret").exists()
-    for path in run_dir.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
-    assert "guess" not in (run_dir / "logs" / "harness.log").read_text()
+    assert run["reason"] == result.message
+    # Not restarted: the same program would send the same rows again (it used to start 4 times).
+    assert run["engine_attempts"] == 1, run["restarts"]
+    (death,) = run["restarts"]
+    assert death["outcome"] == "not restarted: the sink refused its output"
+    assert time.monotonic() - t0 < 60
 
 
 def test_an_external_launch_hands_the_script_the_secret_in_a_private_file_removed_at_the_end(ticks, tmp_path):

@@ -92,9 +92,12 @@ def test_a_long_replay_keeps_the_harness_and_the_driver_flat(events, tmp_path, m
     assert harness_rss.max() - harness_rss.iloc[0] < HARNESS_GROWTH_BOUND, (harness_rss.iloc[0], harness_rss.max())
     assert fitted_growth(report, "driver_rss_bytes") < DRIVER_GROWTH_BOUND, fitted_growth(report, "driver_rss_bytes")
     # The program's checkpoint keeps its last 5 offset files and one state file: flat, flagged so.
+    # A walk that passes while a batch writes sees one more of each (the new offset file before the
+    # oldest is deleted, the state's temporary file before it replaces the state).
     flags = {g.series.column: g.flag for g in report.series}
     assert flags["checkpoint_files"] == OK and flags["state_bytes"] == OK and flags["output_bytes"] == BY_DESIGN
-    assert (after["checkpoint_files"] == 6).all() and (after["state_bytes"] == 64 * 1024).all()
+    assert after["checkpoint_files"].between(6, 8).all() and (after["checkpoint_files"] == 6).mean() > 0.5
+    assert after["state_bytes"].between(64 * 1024, 128 * 1024).all()
     # The output log grew throughout; its last figure is the files the sink had written by then.
     assert df["output_bytes"].is_monotonic_increasing and after["output_bytes"].iloc[-1] > 50 * MIB
     rows = table_rows(report)

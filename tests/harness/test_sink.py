@@ -161,11 +161,18 @@ def test_a_batch_is_written_once_and_bad_emits_are_refused(tmp_path):
         SinkClient(port=sink.port, reconnect_s=0.2).emit("S", 10, rows(1))
 
 
-def test_declared_columns_must_be_present(tmp_path):
+def test_declared_columns_must_be_present_and_the_first_refusal_is_kept_for_the_run(tmp_path):
     with SinkServer(tmp_path / "o", streams={"S": pa.schema([("key", pa.string()), ("z", pa.int64())])}) as sink, \
             SinkClient(port=sink.port) as client:
+        assert sink.refused_output is None
+        client.emit("S", 0, rows(1).append_column("z", pa.array([1], pa.int64())))
+        assert sink.refused_output is None
         with pytest.raises(SinkError, match="missing column.*z"):
-            client.emit("S", 0, rows(1))
+            client.emit("S", 1, rows(1))
+        with pytest.raises(SinkError, match="stream must be a name"):
+            client.emit("../evil", 2, rows(1))
+        # The first refusal is the one the run ends with (harness/engine_run.py: no restart).
+        assert sink.refused_output.startswith("emit S: missing column(s) z")
         sink.finish(CLOCKS)
 
 

@@ -275,3 +275,57 @@ def test_ticks_before_the_run_start_are_refused(tmp_path):
     with pytest.raises(CepkitError, match=r"parquet:tickTS: data row 1: \d+ is before the run start, manifest.json's "
                                           r"start_epoch_ms"):
         compute_reference(ds, [STRATEGY])
+
+
+def _closed_periods_tick_by_tick(sym, price, ts, period_ms: int, n: int) -> dict:
+    """PAIRS_SEMANTICS.md's periods, one tick at a time (no batch, no vector): a tick of a new
+    period closes the open one (its sums, counts, the last price per symbol, the closing tick's own
+    trade included in that last price)."""
+    out = {"off": [], "ts": [], "sum": [], "cnt": [], "last": []}
+    cur, sums, cnts, last = None, [0] * n, [0] * n, [0] * n
+    for i, (s, p, t) in enumerate(zip(sym.tolist(), price.tolist(), ts.tolist())):
+        period = t // period_ms
+        if cur is not None and period != cur:
+            closing = list(last)
+            if s >= 0:
+                closing[s] = p
+            for k, v in (("off", i), ("ts", t), ("sum", list(sums)), ("cnt", list(cnts)), ("last", closing)):
+                out[k].append(v)
+            sums, cnts = [0] * n, [0] * n
+        cur = period
+        if s >= 0:
+            sums[s] += p
+            cnts[s] += 1
+            last[s] = p
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=hs.data())
+def test_periods_of_any_batching_match_the_tick_by_tick_definition(data):
+    """Closed periods over ticks with gaps of every size (none, within a period, over many periods,
+    over more periods than a batch has ticks), symbols watched or not, cut into batches anywhere:
+    the vectorized accumulator (segment starts by binary search, last trades by an unbuffered
+    maximum) gives exactly the tick-by-tick definition."""
+    from validator.pairs_reference import closed_periods
+    from validator.ticks import TickBatch
+
+    n_symbols = data.draw(hs.integers(1, 4))
+    size = data.draw(hs.integers(1, 60))
+    gaps = data.draw(hs.lists(hs.sampled_from([0, 0, 1, 7, 400, 999, 1000, 5000, 10**6]), min_size=size, max_size=size))
+    ts = T0 + np.cumsum(np.array(gaps, dtype=np.int64))
+    sym = np.array(data.draw(hs.lists(hs.integers(-1, n_symbols - 1), min_size=size, max_size=size)), dtype=np.int32)
+    price = np.array(data.draw(hs.lists(hs.integers(1, 2**31 - 1), min_size=size, max_size=size)), dtype=np.int64)
+    cuts = sorted(set(data.draw(hs.lists(hs.integers(1, size), max_size=6))) | {size})
+    periods = data.draw(hs.lists(hs.sampled_from([1, 1000, 5000, 30_000]), min_size=1, max_size=3, unique=True))
+    batches, start = [], 0
+    for end in cuts:
+        batches.append(TickBatch(start, sym[start:end], price[start:end], ts[start:end]))
+        start = end
+    got = closed_periods(iter(batches), periods, n_symbols)
+    for period_ms in periods:
+        want, cp = _closed_periods_tick_by_tick(sym, price, ts, period_ms, n_symbols), got[period_ms]
+        assert cp.trigger_offset.tolist() == want["off"] and cp.trigger_ts_ms.tolist() == want["ts"]
+        assert cp.sums.reshape(-1, n_symbols).tolist() == [[float(v) for v in r] for r in want["sum"]]
+        assert cp.counts.reshape(-1, n_symbols).tolist() == want["cnt"]
+        assert cp.last_price.reshape(-1, n_symbols).tolist() == want["last"]
