@@ -1,7 +1,9 @@
 """Where the time of an engine run's micro-batches goes, from the harness run directory.
 
 Reads the `batch` events the program printed (logs/engine.stdout.jsonl, specs/ENGINE_RUN.md) and
-prints, over the batches with input (and separately the first few, which pay start-up costs):
+prints each program start's parts (the `started` event's startup_ms: the session, the source and
+plan, the Python workers' warm-up, the query's start with Spark's Python data source planners and
+batch 0), then, over the batches with input (and separately the first few, which pay start-up costs):
 batch count, events per batch (and the source's rows, when its partitions turn events into fewer
 rows, as the Pairs plan's partial aggregates do), and the mean and p90 of each of Spark's durationMs components
 (latestOffset, getBatch, queryPlanning, addBatch — the query's actual work, including the
@@ -46,6 +48,10 @@ def main() -> int:
     batches = [e for e in events if e.get("event") == "batch" and _events(e) > 0]
     if not batches:
         sys.exit(f"{path}: no batch with input recorded")
+    for started in (e for e in events if e.get("event") == "started" and e.get("startup_ms")):
+        parts = started["startup_ms"]       # each attempt's start-up, before its query waited for data
+        print(f"start-up (attempt {started.get('attempt', 1)}): {sum(parts.values()) / 1000:.1f} s = "
+              + ", ".join(f"{name} {ms / 1000:.1f} s" for name, ms in parts.items()))
     for title, group in (("start-up", batches[:args.skip]), ("steady", batches[args.skip:])):
         if not group:
             continue

@@ -95,6 +95,9 @@ class _Run:
         self.last_stats: dict | None = None
         self.final_stats: dict | None = None
         self.status, self.message = "failed", "the run did not start"
+        # The feed died: a batch waits on reads that cannot come, so the program is not given
+        # time to stop between batches (harness/run_finish.py).
+        self.feed_died = False
         self.output_log: Path | None = None
         self.class_archive: str | None = None
         self.local_fs_jar: str | None = None
@@ -237,6 +240,7 @@ class _Run:
             if self.driver.proc.poll() is not None:     # before the program's exit: the feed is the cause
                 self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
                                     "outputs so far are kept")
+                self.feed_died = True
                 return
             if self.program is not None:
                 rc = self.program.poll()
@@ -356,6 +360,7 @@ class _Run:
             death.outcome = "not restarted: the feed is gone"
             self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
                                 "outputs so far are kept")
+            self.feed_died = True
             return False
         if len(self.restarts) > self.spec.max_restarts:
             death.outcome = f"not restarted: run.max_restarts = {self.spec.max_restarts} used up"

@@ -12,6 +12,8 @@ from pathlib import Path
 from harness.run_spec import EngineRunResult
 from kit.errors import CepkitError
 
+FEED_GONE_TERM_WAIT_S = 3.0     # SIGTERM, then the whole tree killed: the feed cannot serve a batch's end
+
 
 def finish_run(run) -> EngineRunResult:
     """Clean up `run` (harness.engine_run's run in progress), then its result, written to run.json."""
@@ -40,7 +42,11 @@ def _cleanup(run) -> None:
     if run.program is not None:
         try:
             if run.program.poll() is None:
-                run.program.terminate()
+                # With the feed gone no batch can end, so a graceful stop would only wait it out.
+                if run.feed_died:
+                    run.program.terminate(FEED_GONE_TERM_WAIT_S)
+                else:
+                    run.program.terminate()
             else:
                 run.program.reap()
         except Exception as e:  # noqa: BLE001 - keep cleaning up

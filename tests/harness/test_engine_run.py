@@ -238,8 +238,12 @@ def test_a_dead_feed_ends_the_run_at_once_with_its_outputs_kept(ticks, tmp_path)
 
     t0 = time.monotonic()
     result = run_engine(spec(ticks, run_dir, rate_eps=1000.0), on_progress=kill_the_feed)
+    returned_ms = time.time() * 1000
     assert result.status == "failed" and "the feed (driver process) died" in result.message, result.message
     assert time.monotonic() - t0 < 120
+    # Stopped without a graceful stop's wait (no batch can end without its feed): the program's
+    # tree is gone within seconds of the run's end (it took ~22 s of waiting before).
+    assert returned_ms - json.loads((run_dir / "run.json").read_text())["timings"]["ended_ms"] < 15_000
     assert watcher.pids and all(gone(p) for p in watcher.pids)
     assert (run_dir / "outputs" / "output-log.json").is_file()
 
