@@ -53,7 +53,6 @@ def run_pairs(args: argparse.Namespace) -> int:
     import dataclasses
 
     from cepkit_app.cli.progress import console, progress_bar
-    from cepkit_app.pipelines.pairs import measure_ms
     from kit.atomic import StagedDir
     from kit.errors import CepkitError
     from kit.manifest import read_manifest
@@ -67,7 +66,7 @@ def run_pairs(args: argparse.Namespace) -> int:
         raise CepkitError(f"{out}: report directory already exists; refusing to overwrite it")
     request = PairsValidation(Path(args.data), Path(args.strategies), out,
                               Path(args.log) if args.log else None, args.strategy,
-                              measure_ms=measure_ms(config), verify=not args.no_verify)
+                              measure_ms=config.run.measure_ms, verify=not args.no_verify)
     # The dataset is read and verified once, here, with a bar for big ones (sha256 unless --no-verify).
     with progress_bar("verify dataset (sha256)") as bar:
         request = dataclasses.replace(request, manifest=read_manifest(Path(args.data), verify=not args.no_verify,

@@ -114,11 +114,6 @@ def driver_config(cfg: Config, data: Path):
     return DriverConfig(dataset_dir=data, align_ms=1000, hold=True, verify=False, **pacing)
 
 
-def measure_ms(cfg: Config) -> tuple[int | None, int | None]:
-    """`run.measure_from_s` / `run.measure_to_s` in ms (None where unset)."""
-    return tuple(None if v is None else int(round(v * 1000)) for v in (cfg.run.measure_from_s, cfg.run.measure_to_s))
-
-
 def mean_release_eps(cfg: Config, manifest: dict) -> float | None:
     """Events per wall second the driver releases on average; None when the engine sets the pace."""
     if cfg.run.replay == "pull":
@@ -170,7 +165,7 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
           (" (of what a failed run put out: answers it never gave count as missing)" if result.status == "failed"
            else ""))
     outcome = validate_pairs(PairsValidation(data, strategies, run / "report", result.output_log,
-                                             req.chart_strategy, measure_ms(cfg), verify=False, manifest=dataset))
+                                             req.chart_strategy, cfg.run.measure_ms, verify=False, manifest=dataset))
     return PairsRunOutcome(run, result.status, result.message, outcome.verdict, outcome.text, outcome.report,
                            outcome.pscore, outcome.p99_ms, result, notes + tuple(outcome.lines))
 

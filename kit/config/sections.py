@@ -287,6 +287,11 @@ class RunConfig:
         window ahead of the engine)."""
         return None if mean_eps is None else max(1000, int(self.max_backlog_s * mean_eps))
 
+    @property
+    def measure_ms(self) -> tuple[int | None, int | None]:
+        """`measure_from_s` / `measure_to_s` in ms (None where unset)."""
+        return tuple(None if v is None else int(round(v * 1000)) for v in (self.measure_from_s, self.measure_to_s))
+
 
 @dataclass(frozen=True)
 class Config:

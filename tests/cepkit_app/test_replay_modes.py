@@ -8,7 +8,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from cepkit_app.pipelines.pairs import driver_config, mean_release_eps, measure_ms
+from cepkit_app.pipelines.pairs import driver_config, mean_release_eps
 from kit.config import Config, RunConfig, load_config
 from kit.errors import CepkitError
 from validator.outputlog import Clocks
@@ -56,7 +56,7 @@ def test_replay_settings_are_checked():
         load_config(None, ["run.replay=\"fast\""])
     with pytest.raises(CepkitError, match="run.measure_to_s"):
         load_config(None, ["run.measure_from_s=10", "run.measure_to_s=5"])
-    assert measure_ms(load_config(None, ["run.measure_from_s=1.5"])) == (1500, None)
+    assert load_config(None, ["run.measure_from_s=1.5"]).run.measure_ms == (1500, None)
 
 
 def _orders(run_ms: list[int], start: int = 5_000_000) -> pd.DataFrame:
