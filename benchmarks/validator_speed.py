@@ -10,7 +10,6 @@ query generator. The dataset is generated into a temporary directory first (not 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from datagen.pairs import generate_pairs
 from kit.config import load_config
+from kit.manifest import load_manifest
 from kit.workload import load_aux
 from querygen.strategies import strategies_for
 from validator.pairs_reference import StrategyParams, compute_reference
@@ -51,7 +51,7 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
         print(f"strategies     : {len(strategies)}")
         print(f"expected       : {len(ref.indicators):,} Indicator rows, {len(ref.orders):,} MarketOrder rows")
-        ticks = int(json.loads((data / "manifest.json").read_text())["total_rows"])
+        ticks = int(load_manifest(data).doc["total_rows"])
         print(f"elapsed        : {elapsed:.1f} s (target: 120 s for the standard SF=1 run)")
         print(f"rate           : {ticks / elapsed / 1e6:.2f} M ticks/s ({ticks:,} ticks)")
         print(f"peak RSS       : {rss.peak / 2**20:,.0f} MiB")

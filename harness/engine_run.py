@@ -238,9 +238,7 @@ class _Run:
         next_tick = time.monotonic()
         while True:
             if self.driver.proc.poll() is not None:     # before the program's exit: the feed is the cause
-                self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
-                                    "outputs so far are kept")
-                self.feed_died = True
+                self._end_feed_died()
                 return
             if self.program is not None:
                 rc = self.program.poll()
@@ -351,16 +349,14 @@ class _Run:
         self.program.reap()
         if self.on_event is not None:
             self.on_event(f"engine program attempt {death.attempt} died: {death.cause}")
-        refused = self.sink.refused_output if self.sink is not None else None
+        refused = self.sink.refused_output     # the sink starts before any program does
         if refused is not None:         # the same program would send the same output again
             death.outcome = "not restarted: the sink refused its output"
             self._end("failed", f"the engine program's output was refused by the sink: {refused}")
             return False
         if self.driver.proc.poll() is not None:
             death.outcome = "not restarted: the feed is gone"
-            self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
-                                "outputs so far are kept")
-            self.feed_died = True
+            self._end_feed_died()
             return False
         if len(self.restarts) > self.spec.max_restarts:
             death.outcome = f"not restarted: run.max_restarts = {self.spec.max_restarts} used up"
@@ -429,6 +425,11 @@ class _Run:
     def _end(self, status: str, message: str) -> None:
         self.status, self.message = status, message
         self.timings["ended_ms"] = now_ms()
+
+    def _end_feed_died(self) -> None:
+        self._end("failed", f"the feed (driver process) died (exit code {self.driver.proc.poll()}); "
+                            "outputs so far are kept")
+        self.feed_died = True
 
     # ---- stop ----------------------------------------------------------------------------------
 

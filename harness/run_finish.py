@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+from harness.engine_process import TERM_WAIT_S
 from harness.run_spec import EngineRunResult
 from kit.errors import CepkitError
 
@@ -43,10 +44,7 @@ def _cleanup(run) -> None:
         try:
             if run.program.poll() is None:
                 # With the feed gone no batch can end, so a graceful stop would only wait it out.
-                if run.feed_died:
-                    run.program.terminate(FEED_GONE_TERM_WAIT_S)
-                else:
-                    run.program.terminate()
+                run.program.terminate(FEED_GONE_TERM_WAIT_S if run.feed_died else TERM_WAIT_S)
             else:
                 run.program.reap()
         except Exception as e:  # noqa: BLE001 - keep cleaning up

@@ -279,8 +279,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         query = restarter.query
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
               pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
-              streams=streams, startup_ms={name: round((t - marks[i][1]) * 1000)
-                                           for i, (name, t) in enumerate(marks[1:])})
+              streams=streams, startup_ms={name: round((t - before) * 1000)
+                                           for (_, before), (name, t) in zip(marks, marks[1:])})
         return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,
                      pause_file)
     except _StopRequested:

@@ -138,6 +138,14 @@ _FIXED_SECRET = ("import sys, harness.engine_run as run; run.new_secret = lambda
                  "from cepkit_app.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
+def program_event(stdout: str, event: str) -> dict:
+    """The one `event` line an engine program printed (its stdout: JSON objects, one a line), as a
+    by-hand launch's script leaves it (the harness did not read that program's output)."""
+    (found,) = [e for e in map(json.loads, (ln for ln in stdout.splitlines() if ln.startswith("{")))
+                if e.get("event") == event]
+    return found
+
+
 def cepkit_command(secret: str | None = None) -> list[str]:
     """`python -m cepkit_app.cli`, with every engine run's secret fixed to `secret` if given."""
     return [sys.executable, *(["-c", _FIXED_SECRET.format(secret)] if secret else ["-m", "cepkit_app.cli"])]

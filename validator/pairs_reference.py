@@ -345,7 +345,9 @@ def compute_reference(ticks_dir: Path | Manifest, strategies: Sequence[StrategyP
     if listed is not None:
         check_symbols(strategies, listed, strategies_file, f"{manifest.aux_path} lists {len(listed)} symbols")
     seen = np.zeros(len(symbols), dtype=bool)
-    batches: Iterable[TickBatch] = _mark_seen(iter_ticks(manifest, symbols), seen)
+    batches: Iterable[TickBatch] = iter_ticks(manifest, symbols)
+    if listed is None:          # the symbols the ticks hold are then the dataset's: count them on the way
+        batches = _mark_seen(batches, seen)
     counter = _PerSecond(count_from_ms) if count_from_ms is not None else None
     if counter is not None:
         batches = counter.tally(batches)
@@ -378,7 +380,7 @@ def _mark_seen(batches: Iterable[TickBatch], seen: np.ndarray) -> Iterator[TickB
     for b in batches:
         hit = b.sym[b.sym >= 0]
         if hit.size:            # a count per symbol: a pass over the batch, where a unique would sort it
-            seen |= np.bincount(hit, minlength=len(seen))[:len(seen)] > 0
+            seen |= np.bincount(hit, minlength=len(seen)) > 0
         yield b
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from harness.cluster import start_cluster, stop_cluster
 from harness.cluster_spec import ClusterSpec
-from tests.helpers import SHORT_PAIRS
+from tests.helpers import SHORT_PAIRS, program_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -96,9 +96,7 @@ def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run_with_the_r
         assert value.encode() not in path.read_bytes(), path
     run = json.loads((run_dir / "engine" / "run.json").read_text())
     assert run["refused_connections"] == {"feed": 0, "sink": 0}
-    # The program's own `started` line (the harness did not launch it, so its stdout is the script's).
-    (started,) = [e for e in map(json.loads, (ln for ln in by_hand.stdout.splitlines() if ln.startswith("{")))
-                  if e.get("event") == "started"]
+    started = program_event(by_hand.stdout, "started")
     assert started["master"] == master.master_url
     # Each executor's directory (worker-N, then its work folder, the application, the executor id).
     shipped = list(master.directory.glob(str(Path("worker-*", "work", started["app_id"], "*", "runtime.zip"))))

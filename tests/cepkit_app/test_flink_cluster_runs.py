@@ -26,7 +26,7 @@ from harness.cluster_spec import STATE_FILE, ClusterSpec
 from harness.fault_injection import taskmanager_jvms
 from harness.flink_cluster import JOBMANAGER_CLASS, KEEPER, overview
 from kit.errors import CepkitError
-from tests.helpers import SHORT_PAIRS
+from tests.helpers import SHORT_PAIRS, program_event
 
 # `cluster` only: CI's cluster stage runs them, its Flink stage does not run them again.
 pytestmark = [pytest.mark.cluster]
@@ -194,9 +194,7 @@ def test_the_written_flink_run_line_run_by_hand_is_a_validated_run_with_the_runt
         assert value.encode() not in path.read_bytes(), path
     run = json.loads((run_dir / "engine" / "run.json").read_text())
     assert run["refused_connections"] == {"feed": 0, "sink": 0}
-    # The program's own `started` line (the harness did not launch it, so its stdout is the script's).
-    (started,) = [e for e in map(json.loads, (ln for ln in by_hand.stdout.splitlines() if ln.startswith("{")))
-                  if e.get("event") == "started"]
+    started = program_event(by_hand.stdout, "started")
     assert (started["master"], started["parallelism"]) == (info.master_url, 2)     # every slot
     # The TaskManagers got the runtime zip from the job (their blob stores), byte for byte. Both ran
     # the job's Python (parallelism 2 over two 1-slot TaskManagers, asserted above; without the
