@@ -110,6 +110,7 @@ def test_start_records_the_cluster_binds_only_127_0_0_1_and_status_shows_it(clus
     assert all(str(KEEPER) in psutil.Process(pid).cmdline() for pid in info.worker_pids)
     tms = taskmanager_jvms(info.master_url)
     assert len(tms) == 2 and {p.ppid() for p in tms} == set(info.worker_pids)      # one JVM under each keeper
+    _running(info)      # the TaskManagers' logs say registered a moment before the JobManager's overview counts them
     assert overview(info.webui_url)["slots-total"] == 2
     listening = [c.laddr for p in [psutil.Process(info.master_pid), *tms] for c in p.net_connections("inet")
                  if c.status == psutil.CONN_LISTEN]
