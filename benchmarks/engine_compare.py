@@ -77,6 +77,10 @@ from validator.micro_report import p99_cell
 from validator.order_stats import interval_text
 
 DEFAULT_SFS = "1,4,11"
+# Columns besides the registered engines: an engine run another way, as (engine, its settings).
+# Spark's real-time mode (specs/TRANSLATION.md): a workload or Pairs plan it does not admit is
+# recorded with the translator's one-line refusal.
+VARIANTS = {"spark-realtime": ("spark", ('run.trigger="realtime"',))}
 UNDER_MS = 1000.0       # the summary's Pairs latency bound: the highest SF with a MarketOrder p99 below it
 
 
@@ -313,6 +317,23 @@ def draw_chart(points: list[dict], engines: list[str], path: Path) -> Path | Non
 
 # -- running ---------------------------------------------------------------------------------
 
+def parse_columns(text: str) -> list[str]:
+    """The compared columns: engine names (kit.engines, aliases resolved) and VARIANTS, each once."""
+    cols = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if part:
+            cols.append(part if part in VARIANTS else engine_list(part)[0])
+    if not cols:
+        raise CepkitError("--engines: expected one or more engine names separated by commas")
+    return list(dict.fromkeys(cols))
+
+
+def column_run(column: str, overrides: list[str]) -> tuple[str, list[str]]:
+    """The engine a column runs and the overrides of its runs (a variant's settings last)."""
+    engine, extra = VARIANTS.get(column, (column, ()))
+    return engine, [*overrides, *extra]
+
+
 class Recorder:
     """Collects points, appending each to RUNS/engine_compare.jsonl as it comes."""
 
@@ -350,10 +371,11 @@ def run_pairs(args, engines: list[str], sfs: list[int], runs: Path, rec: Recorde
             dirs.append(run_dir)
             print(f"== Pairs SF={sf} on {engine}" + (" (the first engine's data and strategies)" if shared else ""),
                   file=sys.stderr, flush=True)
-            config = load_config(None, args.overrides, {"pairs.rate.quick": True, "pairs.scale_factor": sf,
-                                                         "run.master": args.master, "run.engine": engine})
             started = time.time()
             try:
+                runs_on, overrides = column_run(engine, args.overrides)
+                config = load_config(None, overrides, {"pairs.rate.quick": True, "pairs.scale_factor": sf,
+                                                       "run.master": args.master, "run.engine": runs_on})
                 req = PairsRunRequest(config, run_dir, *(shared or (None, None)), verify=shared is None)
                 outcome = run_pairs_pipeline(req, stage=lambda s: print(f"  [{engine} SF={sf}] {s}", file=sys.stderr,
                                                                         flush=True))
@@ -376,9 +398,10 @@ def run_micro(args, engines: list[str], suites: list[str], runs: Path, rec: Reco
             run_dir = point_dir / engine
             dirs.append(run_dir)
             print(f"== {workload.name} on {engine}", file=sys.stderr, flush=True)
-            config = load_config(None, args.overrides, {"run.master": args.master, "run.engine": engine})
             started = time.time()
             try:
+                runs_on, overrides = column_run(engine, args.overrides)
+                config = load_config(None, overrides, {"run.master": args.master, "run.engine": runs_on})
                 req = MicroSuiteRequest(config, suite, run_dir, (workload.name,))
                 result = run_micro_suite(req, stage=lambda s: print(f"  [{engine}] {s}", file=sys.stderr,
                                                                     flush=True))[0]
@@ -397,8 +420,10 @@ def run_sustainable(args, engines: list[str], suites: list[str], runs: Path, rec
         workload = read_suite(suite_path(name, quick=True)).workloads[0]
         for engine in engines:
             print(f"== {workload.name} on {engine}: sustainable-throughput search", file=sys.stderr, flush=True)
-            rec.add(run_search(engine, name, workload, search, runs / f"sustainable-{workload.name}" / engine,
-                               args.overrides, args.master))
+            runs_on, overrides = column_run(engine, args.overrides)
+            point = run_search(runs_on, name, workload, search, runs / f"sustainable-{workload.name}" / engine,
+                               overrides, args.master)
+            rec.add({**point, "engine": engine})
 
 
 def parse_suites(text: str, option: str) -> list[str]:
@@ -410,7 +435,8 @@ def parse_suites(text: str, option: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engines", default="spark,flink", help="engines to compare, in column order (spark,flink)")
+    ap.add_argument("--engines", default="spark,flink",
+                    help=f"engines to compare, in column order (spark,flink); also {', '.join(VARIANTS)}")
     ap.add_argument("--sfs", default=DEFAULT_SFS, help=f"Pairs scale factors (default {DEFAULT_SFS})")
     ap.add_argument("--suites", default=",".join(SUITE_NAMES), help="quick suites whose first workload runs (all)")
     ap.add_argument("--skip-pairs", action="store_true", help="no Pairs runs")
@@ -428,7 +454,7 @@ def main() -> int:
                     help="a config override for every run (repeatable); --master and the engine win over it")
     args = ap.parse_args()
     try:
-        engines = list(engine_list(args.engines))
+        engines = parse_columns(args.engines)
         sfs = [int(x) for x in args.sfs.split(",") if x.strip()]
         suites = parse_suites(args.suites, "--suites")
         search_suites = suites if args.search_suites is None else parse_suites(args.search_suites, "--search-suites")
@@ -436,9 +462,10 @@ def main() -> int:
             raise CepkitError(f"--search-start-rate: must be > 0, got {args.search_start_rate:g}")
         search = search_config(args, args.search_start_rate)
         for e in engines:           # a bad --set or SF is one line now, not after an hour of runs
+            runs_on, overrides = column_run(e, args.overrides)
             for sf in sfs or [1]:
-                load_config(None, args.overrides, {"pairs.rate.quick": True, "pairs.scale_factor": sf,
-                                                   "run.master": args.master, "run.engine": e})
+                load_config(None, overrides, {"pairs.rate.quick": True, "pairs.scale_factor": sf,
+                                              "run.master": args.master, "run.engine": runs_on})
         runs = Path(args.runs or f"runs/engine-compare-{time.strftime('%Y%m%d-%H%M%S')}")
         check_parent(runs)
         runs.mkdir(parents=True)

@@ -101,6 +101,7 @@ class _Run:
         self.output_log: Path | None = None
         self.class_archive: str | None = None
         self.local_fs_jar: str | None = None
+        self.runtime_jar: str | None = None
         self.script: Path | None = None
         # Who may connect to the feed and the sink (specs/DRIVER.md): only in the servers, the
         # clients and the program's environment; never in a file but `engine/secret` (external).
@@ -136,6 +137,7 @@ class _Run:
         self.script = script
         self.class_archive = launch.applied.get("jvm_class_archive")
         self.local_fs_jar = launch.applied.get("local_fs_jar")
+        self.runtime_jar = launch.applied.get("runtime_jar")
         self.env = {**self.env, **launch.env}
         self.command = launch.command
         write_json(logs / "command.json", self.command)

@@ -105,6 +105,7 @@ def _write_run_json(run, result: EngineRunResult) -> None:
         "program": str(run.spec.program), "spec": run.spec.to_dict(),
         "timings": run.timings, "clocks": run.clocks, "jvm_class_archive": run.class_archive,
         "local_fs_jar": run.local_fs_jar,
+        "runtime_jar": run.runtime_jar,
         "events": {"total": stats.get("total_events"), "released": stats.get("released"),
                    "pulled": stats.get("pulled"), "backlog_at_end": stats.get("backlog")},
         "outputs": result.outputs, "output_log": str(result.output_log) if result.output_log else None,

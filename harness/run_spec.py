@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.config import DriverConfig
-from kit.config import LAUNCHES
+from kit.config import LAUNCHES, TRIGGERS
 from kit.engines import engine_name
 from kit.errors import CepkitError
 from kit.faults import Fault, check_faults
@@ -45,6 +45,8 @@ class EngineRunSpec:
     spark_conf: tuple[tuple[str, str], ...] = ()
     shuffle_partitions: int = 2
     trigger_ms: int = 0
+    trigger: str = "micro-batch"               # or "realtime": Spark's real-time mode (kit.config.TRIGGERS)
+    realtime_batch_ms: int = 5000              # real-time mode: each batch's length
     source_partitions: int = 0          # 0: the program's choice (no --source-partitions)
     output_format: str = "parquet"
     output_schemas: Mapping[str, pa.Schema] | None = None
@@ -100,7 +102,12 @@ class EngineRunSpec:
                     raise _bad(f"output_schemas.{name}", f"must be a pyarrow or kit.records schema, got {schema!r}")
                 schemas[name] = schema
             object.__setattr__(self, "output_schemas", schemas)
-        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 0), ("roll_rows", 1)):
+        if self.trigger not in TRIGGERS:
+            raise _bad("trigger", f"must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
+        if self.trigger == "realtime" and self.engine != "spark":
+            raise _bad("trigger", f"\"realtime\" is Spark's real-time mode; engine {self.engine!r} has none")
+        for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 0), ("roll_rows", 1),
+                          ("realtime_batch_ms", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise _bad(name, f"must be an integer >= {low}, got {value!r}")
@@ -138,6 +145,7 @@ class EngineRunSpec:
         return {"engine": self.engine, "program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
                 "master": self.master, "spark_conf": dict(self.spark_conf),
                 "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
+                "trigger": self.trigger, "realtime_batch_ms": self.realtime_batch_ms,
                 "source_partitions": self.source_partitions, "output_format": self.output_format,
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,

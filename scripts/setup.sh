@@ -91,6 +91,8 @@ fi
 if [ "${1:-}" = "--test" ]; then flink_env; fi
 # Hadoop's local file system without a child process per checkpoint file (harness/local_fs.py); optional.
 .venv/bin/python -m harness.local_fs || say "continuing without the quiet local file system"
+# cepkit's Spark runtime jar: the JVM feed source and sink writer of Spark's real-time mode (harness/runtime_jar.py).
+.venv/bin/python -m harness.runtime_jar || say "continuing without the Spark runtime jar (no real-time mode)"
 # Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.
 .venv/bin/python -m harness.jvm_archive || say "continuing without a JVM class archive"
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

@@ -44,6 +44,7 @@ from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
 from runtime_common.program_args import conf_pairs, host_port, program_secret
 from runtime_common.outputs import STREAM_COLUMN, split_streams
+from spark_runtime.realtime import TRIGGERS, jvm_classes_present, jvm_feed_stream, realtime_query
 from spark_runtime.source import driver_stream
 from spark_runtime.watch import Restarter, watch
 
@@ -60,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="Spark master (default local[*]; under spark-submit, spark-submit's own)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--trigger-ms", type=int, default=0, help="micro-batch trigger interval (0: as fast as possible)")
+    ap.add_argument("--trigger", choices=TRIGGERS, default="micro-batch",
+                    help="micro-batch (default), or Spark's real-time mode (spark_runtime/realtime.py)")
+    ap.add_argument("--realtime-batch-ms", type=int, default=5000,
+                    help="real-time mode: how long each batch runs (how often the query checkpoints)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--source-partitions", type=int, default=None,
                     help="offset ranges read in parallel per batch (default: the program's choice, else 1)")
@@ -202,13 +207,15 @@ class _Batches:
 
 def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | None = None,
             argv: Sequence[str] | None = None, transform: Callable | None = None,
-            source_partitions: Callable | None = None) -> int:
+            source_partitions: Callable | None = None, realtime_build: Callable | None = None) -> int:
     """Run an engine program until the driver's events are all processed; 0 on success.
 
     `spark_conf` are the program's own Spark settings (the harness's --conf wins, JVM flags are
     joined). `transform(spark)`, when given, returns a partition transform for the source (or
     None): the stream `build` gets is then its rows (spark_runtime/source.py).
-    `source_partitions(spark)` is the program's default for --source-partitions (else 1)."""
+    `source_partitions(spark)` is the program's default for --source-partitions (else 1).
+    `realtime_build(spark, events)`: the plan in real-time mode (--trigger realtime) when it
+    differs from `build`'s: it gets the feed's events themselves (no transform)."""
     args = _parser().parse_args(argv)
     stop_requested = threading.Event()
     running = threading.Event()
@@ -231,6 +238,14 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         secret = program_secret()         # from the environment, once; every client below presents it
         if args.trigger_ms < 0 or args.shuffle_partitions < 1 or (args.source_partitions or 1) < 1:
             raise CepkitError("--trigger-ms must be >= 0, --shuffle-partitions and --source-partitions >= 1")
+        realtime = args.trigger == "realtime"
+        if realtime and args.realtime_batch_ms < 1:
+            raise CepkitError("--realtime-batch-ms must be >= 1")
+        if realtime and transform is not None and realtime_build is None:
+            raise CepkitError("--trigger realtime: this program reduces its source's partitions in Python, which "
+                              "real-time mode does not allow")
+        if realtime and realtime_build is not None:
+            build, transform = realtime_build, None
     except CepkitError as e:
         emit("failed", message=str(e))
         print(f"cepkit engine program: error: {e}", file=sys.stderr, flush=True)
@@ -251,26 +266,43 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         options = {"partitions": partitions, "pauseFile": pause_file}
         if args.max_rows_per_batch:
             options["maxRowsPerBatch"] = args.max_rows_per_batch
-        events = driver_stream(spark, driver_host, driver_port,
-                               transform=transform(spark) if transform is not None else None, secret=secret,
-                               **options)
+        if realtime:
+            if not jvm_classes_present(spark):
+                raise CepkitError("--trigger realtime needs cepkit's Spark runtime jar on the class path "
+                                  "(scripts/setup.sh builds it: python -m harness.runtime_jar)")
+            # One partition: a real-time batch's reader follows the driver's one order (realtime.py).
+            events = jvm_feed_stream(spark, driver_host, driver_port, secret=secret, partitions=1)
+        else:
+            events = driver_stream(spark, driver_host, driver_port,
+                                   transform=transform(spark) if transform is not None else None, secret=secret,
+                                   **options)
         df, streams, stage = _check_build_result(build(spark, events))
+        if realtime and stage is not None:
+            raise CepkitError("--trigger realtime: this program runs stateful cores on Spark's driver once per "
+                              "micro-batch, which real-time mode does not allow")
         if stage is not None:
             stage.open(args.checkpoint)
-        sink = SinkClient(sink_host, sink_port, secret=secret)
-        batches = _Batches(sink, streams, stage)
         marks.append(("build", time.perf_counter()))
-        warm_up(spark)
-        marks.append(("warm_up", time.perf_counter()))
+        if realtime:
+            batches, restarter = realtime_query(spark, df, streams, driver=(driver_host, driver_port),
+                                                sink=(sink_host, sink_port), secret=secret,
+                                                checkpoint=args.checkpoint, batch_ms=args.realtime_batch_ms,
+                                                name=app_name)
+            marks.append(("warm_up", time.perf_counter()))      # no Python workers to start
+        else:
+            sink = SinkClient(sink_host, sink_port, secret=secret)
+            batches = _Batches(sink, streams, stage)
+            warm_up(spark)
+            marks.append(("warm_up", time.perf_counter()))
 
-        def start():
-            return (df.writeStream.foreachBatch(batches)
-                    .option("checkpointLocation", args.checkpoint)
-                    .trigger(processingTime=f"{args.trigger_ms} milliseconds")
-                    .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
-                    .start())
+            def start():
+                return (df.writeStream.foreachBatch(batches)
+                        .option("checkpointLocation", args.checkpoint)
+                        .trigger(processingTime=f"{args.trigger_ms} milliseconds")
+                        .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
+                        .start())
 
-        restarter = Restarter(spark, start)
+            restarter = Restarter(spark, start)
         restarter.launch()
         marks.append(("query_start", time.perf_counter()))
         running.set()
@@ -278,7 +310,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             raise _StopRequested()
         query = restarter.query
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
-              pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
+              trigger=args.trigger, pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
               streams=streams, startup_ms={name: round((t - before) * 1000)
                                            for (_, before), (name, t) in zip(marks, marks[1:])})
         return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,

@@ -25,6 +25,7 @@ All three run the same logic (pairs_bucket, pairs_strategies); they differ only 
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import zlib
 from typing import Iterator
@@ -193,6 +194,23 @@ class PairsProgram:
         """Offset ranges the source reads in parallel: one per core, so both cores of a small
         machine reduce ticks (the --source-partitions flag overrides it)."""
         return max(1, spark.sparkContext.defaultParallelism)
+
+    def build_realtime(self, spark, events):
+        """The keyed plan in Spark's real-time mode, in the JVM (cepkit.spark.PairsRealTime, specs/
+        TRANSLATION.md): the feed's ticks in, the same output rows out. It holds one task slot for
+        the source and one per shuffle partition for the whole batch, so the shuffle partitions (and
+        buckets) are capped to the slots the source leaves."""
+        from pyspark.sql import DataFrame
+
+        if self.plan != "keyed":        # the translator refuses the others
+            raise ValueError(f"the {self.plan} plan has no real-time form")
+        slots = spark.sparkContext.defaultParallelism
+        partitions = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions")), slots - 1))
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        rows = json.dumps([list(s) for s in self.strategies.rows])
+        jvm = spark.sparkContext._jvm
+        jdf = jvm.cepkit.spark.PairsRealTime.plan(events._jdf, rows, self.buckets or partitions, partitions)
+        return DataFrame(jdf, spark), OUTPUT_STREAMS
 
     def build(self, spark, events):
         """The streaming plan: the source's rows in, one DataFrame of Indicator and MarketOrder rows out."""

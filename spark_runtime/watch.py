@@ -106,9 +106,24 @@ def _trigger_active(query) -> bool:
         return False
 
 
-def stop_between_batches(query, pause_file: str | None = None) -> None:
+def wait_driver_read(query, driver: DriverClient, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Real-time mode's readiness: its first batch's reader has asked the driver for events (its
+    long-running task is up). A real-time batch never waits for data between batches, so the
+    micro-batch sign (`_wait_ready`) does not come."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and query.isActive:
+        if driver.stats().get("reads", 0) > 0:
+            return
+        time.sleep(0.05)
+
+
+def stop_between_batches(query, pause_file: str | None = None, realtime: bool = False) -> None:
     """Stop the query when no batch runs. The pause file makes the source offer nothing new, so
-    a query with a backlog (batches back to back) gets to a boundary too."""
+    a query with a backlog (batches back to back) gets to a boundary too. A real-time query is
+    always in a batch (its tasks run until the batch's time is up): it is stopped at once."""
+    if realtime:
+        query.stop()
+        return
     if pause_file:
         with open(pause_file, "w"):
             pass
@@ -129,18 +144,20 @@ def is_stalled(released: int, end_offset: int | None, quiet_s: float, jobs_runni
 class Restarter:
     """Starts the query, holds it, and restarts it from its checkpoint when it stalls."""
 
-    def __init__(self, spark, start: Callable):
+    def __init__(self, spark, start: Callable, ready: Callable | None = None, realtime: bool = False):
         self.spark, self.start = spark, start
+        self.ready = ready or _wait_ready
+        self.realtime = realtime
         self.restarts = 0
         self.query = None
 
     def launch(self) -> None:
         self.query = self.start()       # held before the wait, so a signal meanwhile can stop it
-        _wait_ready(self.query)
+        self.ready(self.query)
 
     def stop(self, pause_file: str) -> None:
         if self.query is not None and self.query.isActive:
-            stop_between_batches(self.query, pause_file)
+            stop_between_batches(self.query, pause_file, self.realtime)
 
     def jobs_running(self) -> bool:
         try:
@@ -182,7 +199,7 @@ def watch(restarter: Restarter, batches, driver: DriverClient, stop_requested: t
         while True:
             query = restarter.query
             if stop_requested.is_set():
-                stop_between_batches(query, pause_file)
+                stop_between_batches(query, pause_file, restarter.realtime)
                 emit("stopped", batches=batches.count, output_rows=batches.rows)
                 return 0
             if not query.isActive:
@@ -217,8 +234,10 @@ def watch(restarter: Restarter, batches, driver: DriverClient, stop_requested: t
                                   f"for {now - last_batch_change:.0f} s after batch {last_batch}")
                 last_batch_change = time.monotonic()
                 continue
-            if done and now - last_batch_change >= QUIET_S and not _trigger_active(query):
-                stop_between_batches(query)
+            # A real-time batch ends only when its time is up: once one has ended past the last
+            # event, every output of the run was sent (its writers flush before the batch ends).
+            if done and now - last_batch_change >= QUIET_S and (restarter.realtime or not _trigger_active(query)):
+                stop_between_batches(query, realtime=restarter.realtime)
                 for record in _batch_records(query, last_recorded):
                     _emit_batch(record, batches)
                 emit("finished", batches=batches.count, output_rows=batches.rows,

@@ -271,3 +271,12 @@ def test_bad_search_options_are_one_line_before_any_run(args, message, tmp_path)
     proc = _script(*args, "--runs", str(tmp_path / "runs"), cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "runs").exists()
+
+
+def test_spark_in_real_time_mode_is_a_column_of_its_own(ec):
+    assert ec.parse_columns("spark, spark-realtime,pyspark,flink") == ["spark", "spark-realtime", "flink"]
+    assert ec.column_run("spark-realtime", ["run.shuffle_partitions=1"]) == (
+        "spark", ["run.shuffle_partitions=1", 'run.trigger="realtime"'])
+    assert ec.column_run("flink", []) == ("flink", [])
+    with pytest.raises(ec.CepkitError, match="unknown engine|engine"):
+        ec.parse_columns("spark,storm")

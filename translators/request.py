@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.config import CORE_PLANS, DATABASE_JOIN_PLANS, PLANS, TIME_WINDOW_PLANS
+from kit.config import CORE_PLANS, DATABASE_JOIN_PLANS, PLANS, TIME_WINDOW_PLANS, TRIGGERS
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
 from kit.workload import StrategySet, Suite, Workload, read_spec, read_strategies
@@ -16,7 +16,8 @@ from kit.workload import StrategySet, Suite, Workload, read_spec, read_strategie
 @dataclass(frozen=True)
 class PairsTranslation:
     """A Pairs strategies spec to translate, with its plan mode (kit.config.PLANS) and, for the
-    keyed plan, its number of state keys (`buckets`, 0: one per shuffle partition, at least 2).
+    keyed plan, its number of state keys (`buckets`, 0: one per shuffle partition, at least 2);
+    `trigger` (kit.config.TRIGGERS): micro-batches or Spark's real-time mode.
 
     `source_name` and `source_sha256` only label the generated program, so a program can be
     traced back to the exact spec it was made from.
@@ -27,8 +28,11 @@ class PairsTranslation:
     source_name: str = "<memory>"
     source_sha256: str = ""
     buckets: int = 0
+    trigger: str = "micro-batch"
 
     def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise CepkitError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
         if self.plan not in PLANS:
             raise CepkitError(f"plan: must be one of {', '.join(PLANS)}, got {self.plan!r}")
         if not isinstance(self.strategies, StrategySet):
@@ -37,10 +41,11 @@ class PairsTranslation:
             raise CepkitError(f"buckets: must be an integer >= 0, got {self.buckets!r}")
 
     @classmethod
-    def from_file(cls, path: Path, plan: str = "keyed", buckets: int = 0) -> "PairsTranslation":
+    def from_file(cls, path: Path, plan: str = "keyed", buckets: int = 0, trigger: str = "micro-batch"
+                  ) -> "PairsTranslation":
         path = Path(path)
         spec = read_strategies(path)
-        return cls(spec, plan, path.name, hashlib.sha256(path.read_bytes()).hexdigest(), buckets)
+        return cls(spec, plan, path.name, hashlib.sha256(path.read_bytes()).hexdigest(), buckets, trigger)
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,11 @@ class MicroTranslation:
     time_windows: str = "core"
     database_join: str = "lookup"
     cores: str = "by-kind"
+    trigger: str = "micro-batch"
 
     def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise CepkitError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
         if not isinstance(self.workload, Workload):
             raise CepkitError("workload: must be a Workload")
         if self.time_windows not in TIME_WINDOW_PLANS:
@@ -72,7 +80,7 @@ class MicroTranslation:
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
                    time_windows: str = "core", database_join: str = "lookup",
-                   cores: str = "by-kind") -> "MicroTranslation":
+                   cores: str = "by-kind", trigger: str = "micro-batch") -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
         spec = read_spec(spec_xml)
@@ -89,7 +97,7 @@ class MicroTranslation:
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
                    hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join,
-                   cores)
+                   cores, trigger)
 
 
 def table_of(dataset_dir: Path) -> Path | None:

@@ -10,6 +10,7 @@ specs/ENGINE_RUN.md is the program's contract.
 from __future__ import annotations
 
 from kit import __version__
+from kit.errors import CepkitError
 from translators.render import render
 from translators.request import PairsTranslation
 
@@ -17,6 +18,12 @@ ENGINE = "spark"
 
 
 def translate_pairs(req: PairsTranslation) -> str:
+    if req.trigger == "realtime" and req.plan != "keyed":
+        # specs/TRANSLATION.md, "Real-time mode": only the keyed plan has a JVM form
+        # (cepkit.spark.PairsRealTime); the others are Python (transformWithStateInPandas).
+        raise CepkitError(f"run.trigger = \"realtime\": the {req.plan} Pairs plan has no real-time form on "
+                          f"Spark (its strategy logic runs in Python, which real-time mode does not allow); "
+                          f"use the keyed plan")
     spec = req.strategies
     return render("pyspark_pairs.py.j2", strategies=spec.strategies, plan=req.plan, buckets=req.buckets,
                   scale_factor=spec.scale_factor, seed=spec.seed, version=__version__,

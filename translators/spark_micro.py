@@ -10,6 +10,8 @@ J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it 
 
 from __future__ import annotations
 
+import json
+
 from kit import __version__
 from kit.errors import CepkitError
 from kit.outputlog import INGEST_TS
@@ -20,6 +22,35 @@ from translators.request import MicroTranslation
 # The query kinds that run as a core of runtime_common/micro_cores/ in the stateful operator.
 STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
+# Why real-time mode cannot run a kind (specs/TRANSLATION.md, "Real-time mode"): its plan needs an
+# operator the mode's allow-list (RealTimeModeAllowlist, Spark 4.3) does not hold. Filters and the
+# in-memory table join (a broadcast stream-static join) are admitted.
+_NOT_REAL_TIME = {
+    "count_window": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
+    "window_join": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
+    "pattern": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
+    "time_window": "needs its aggregate once, when the window closes (specs/SEMANTICS.md); real-time mode "
+                   "aggregates in update mode, re-emitting a window's row at every event",
+    "native_time_window": "needs its aggregate once, when the window closes (specs/SEMANTICS.md); real-time mode "
+                          "aggregates in update mode, re-emitting a window's row at every event",
+    "database_table_join": "looks its keys up in PostgreSQL from Python (mapInPandas), and real-time mode allows "
+                           "no Python",
+    "jdbc_table_join": "re-reads the table in every micro-batch, which a real-time batch (seconds long) does not do",
+}
+
+
+def _distinct(literals: list[dict]) -> set[str]:
+    """The distinct queries among literals equal but for their ids (planned once, copied at the end)."""
+    return {json.dumps({k: v for k, v in q.items() if k != "id"}, sort_keys=True, default=str) for q in literals}
+
+
+def real_time_refusal(q: dict) -> str | None:
+    """Why query literal `q` cannot run in real-time mode (None: it can)."""
+    kind = q["kind"]
+    if kind == "table_join" and q["storage"] == "database":
+        kind = "database_table_join"
+    why = _NOT_REAL_TIME.get(kind)
+    return None if why is None else f"query {q['id']} ({q['kind']}) {why}"
 
 
 def output_fields(literals: list[dict]) -> list[str]:
@@ -51,6 +82,16 @@ def translate_micro(req: MicroTranslation) -> str:
         raise CepkitError(f"workload {w.name}: run.time_windows = \"native\" allows one native window per "
                           f"workload and no stateful query beside it ({shuffles} shuffles over the source); "
                           f"use the core plan (run.time_windows = \"core\")")
+    if req.trigger == "realtime":
+        refused = [why for why in map(real_time_refusal, literals) if why]
+        if not refused and len(_distinct(literals)) > 1:
+            # The plan unions one branch per distinct query over the one source, which Spark 4.3 refuses
+            # in real-time mode (STREAMING_REAL_TIME_MODE.IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED).
+            refused = [f"its {len(_distinct(literals))} distinct queries would be a union of branches over one "
+                       f"source, which real-time mode does not allow (identical queries are fine)"]
+        if refused:
+            raise CepkitError(f"workload {w.name}: not runnable in Spark's real-time mode (run.trigger = "
+                              f"\"realtime\"): {refused[0]}" + (f"; and {len(refused) - 1} more" if len(refused) > 1 else ""))
     for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")

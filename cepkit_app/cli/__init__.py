@@ -76,12 +76,13 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 
 # (argparse dest, config key) of the options every engine-running command shares (add_engine_options).
-ENGINE_FLAGS = (("engine", "run.engine"), ("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch"))
+ENGINE_FLAGS = (("engine", "run.engine"), ("master", "run.master"), ("fault", "run.faults"), ("launch", "run.launch"),
+                ("trigger", "run.trigger"))
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """The options of the commands that run an engine: which, where, with which faults, started by whom."""
-    from kit.config import LAUNCHES
+    from kit.config import LAUNCHES, TRIGGERS
     from kit.engines import ENGINE_NAMES
 
     add_engine_choice(parser, f"the engine under test: {', '.join(ENGINE_NAMES)} (run.engine, default spark)")
@@ -98,6 +99,9 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch", choices=LAUNCHES,
                         help="who starts the engine: the harness (default), or you (external: the harness feeds, "
                              "writes engine/spark-submit.sh and waits for it) (run.launch)")
+    parser.add_argument("--trigger", choices=TRIGGERS,
+                        help="how a Spark query runs: micro-batches (default), or Spark's real-time mode for what it "
+                             "admits (filters, the in-memory table join, Pairs' keyed plan) (run.trigger)")
 
 
 def add_engine_choice(parser: argparse.ArgumentParser, help_text: str) -> None:

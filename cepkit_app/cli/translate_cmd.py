@@ -64,7 +64,7 @@ def run_pairs(args: argparse.Namespace) -> int:
     path_option(args.out)       # before any work: an empty --out is an error, not the default
     config = command_config(args, (("engine", "run.engine"), ("plan", "run.plan")))
     engine, plan = config.run.engine, config.run.plan
-    req = PairsTranslation.from_file(Path(args.strategies), plan, config.run.buckets)
+    req = PairsTranslation.from_file(Path(args.strategies), plan, config.run.buckets, config.run.trigger)
     text = engine_module(engine).translate_pairs(req)
     return _write(args, config, text, f"pairs-{engine}-{plan}-{Path(args.strategies).stem}.py",
                   f"{engine} program ({plan} plan, {len(req.strategies)} strategies)")
@@ -83,7 +83,7 @@ def run_micro(args: argparse.Namespace) -> int:
     req = MicroTranslation.from_files(shipped_suite_file(args.spec), None if data is None else Path(data),
                                       args.workload, time_windows=config.run.time_windows,
                                       database_join=config.run.database_join,
-                                      cores=config.run.cores)
+                                      cores=config.run.cores, trigger=config.run.trigger)
     text = engine_module(engine).translate_micro(req)
     n = len(req.workload.queries)
     return _write(args, config, text, f"micro-{engine}-{req.workload.name}.py",

@@ -12,6 +12,7 @@ from harness.jvm_archive import driver_java_options
 from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, secret_file, spark_submit_command, submit_script
 from harness.local_fs import local_fs_settings
 from harness.run_spec import EngineRunSpec
+from harness.runtime_jar import runtime_jar_settings
 from harness.runners import Launch
 
 
@@ -22,6 +23,8 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
         conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
+    if spec.launch == "harness" and spec.trigger == "realtime":
+        conf, extra_env, applied["runtime_jar"] = runtime_jar_settings(conf, extra_env, spec.master, spec.python)
     command = python_command(spec, args, conf) if spec.launch == "harness" else submit
     return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env, secret_file(spec)), extra_env, applied)
 

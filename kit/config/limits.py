@@ -98,6 +98,7 @@ LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {
         "source_partitions": (0, 10_000, False),
         "buckets": (0, 100_000, False),
         "trigger_ms": (0, DAY_S * 1000, False),
+        "realtime_batch_ms": (100, DAY_S * 1000, False),
         # A converted dataset of monthly prices spans decades: replaying 30 years in a minute
         # takes a speed of ~1.6e10.
         "speed": (0.001, 1e12, False),

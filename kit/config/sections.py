@@ -157,6 +157,9 @@ PLANS = ("keyed", "shared", "per-strategy")
 TIME_WINDOW_PLANS = ("core", "native")
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
 CORE_PLANS = ("by-kind", "driver", "operator")
+# How a Spark query runs (specs/TRANSLATION.md, "Real-time mode"): micro-batches, or Spark's
+# real-time mode (long-running batches, events processed as they arrive).
+TRIGGERS = ("micro-batch", "realtime")
 STAMPS = ("scheduled", "send")
 # How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
 # `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
@@ -189,6 +192,10 @@ class RunConfig:
     # Pairs program reads one per core, microbenchmark programs one).
     source_partitions: int = 0
     trigger_ms: int = 0
+    # "micro-batch", or "realtime": Spark's real-time mode, for the queries it admits (Spark only).
+    trigger: str = "micro-batch"
+    # Real-time mode: how long each batch runs, i.e. how often the query checkpoints (not a latency).
+    realtime_batch_ms: int = 5000
     speed: float = 1.0
     stamp: str = "scheduled"
     replay: str = "recorded"
@@ -256,6 +263,9 @@ class RunConfig:
         choice(self, "time_windows", TIME_WINDOW_PLANS)
         choice(self, "database_join", DATABASE_JOIN_PLANS)
         choice(self, "cores", CORE_PLANS)
+        choice(self, "trigger", TRIGGERS)
+        need(self.trigger == "micro-batch" or self.engine == "spark", "trigger",
+             f"\"realtime\" is Spark's real-time mode; engine {self.engine!r} has none")
         choice(self, "stamp", STAMPS)
         choice(self, "replay", REPLAYS)
         need((self.replay == "constant") == (self.replay_rate_eps is not None), "replay_rate_eps",
@@ -276,6 +286,9 @@ class RunConfig:
         need(all(isinstance(w, str) and w for w in self.fault_command), "fault_command",
              "must be a list of non-empty strings (the command and its arguments)")
         choice(self, "launch", LAUNCHES)
+        need(self.trigger == "micro-batch" or not self.faults, "faults",
+             "are not yet injected in real-time mode: a restarted real-time program's re-run batch cannot be told "
+             "from new output (specs/ENGINE_RUN.md, \"Spark's real-time mode\")")
         try:
             check_faults(parse_faults(self.faults), self.master, self.launch, self.fault_command)
         except CepkitError as e:

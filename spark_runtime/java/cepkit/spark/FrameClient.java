@@ -1,0 +1,206 @@
+package cepkit.spark;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+/**
+ * One reconnecting request/response connection to the harness's feed or sink, speaking the frame
+ * protocol of kit/wire/protocol.py (specs/DRIVER.md): every message is
+ * {@code uint32 header_len | uint32 body_len | header (UTF-8 JSON object) | body}, both lengths
+ * big-endian. With the run's secret, every new connection first sends {@code {"op": "auth",
+ * "secret": ...}} (kit/wire/auth.py).
+ *
+ * <p>Every request the engine makes is idempotent (reads address offsets; the sink writes each
+ * (stream, epoch, batch) once), so a request cut by a lost connection is sent again on a new one
+ * until {@code reconnectMs} passes, as kit/wire/connection.py does. An answer with {@code "ok":
+ * false} raises at once: the engine must fail loudly, never drop or skip events. One client serves
+ * one thread at a time.
+ */
+final class FrameClient implements AutoCloseable {
+  static final ObjectMapper JSON = new ObjectMapper();
+  private static final int MAX_HEADER_BYTES = 1 << 20;
+
+  /** One answer: its JSON header and its body (empty when the frame has none). */
+  static final class Frame {
+    final JsonNode header;
+    final byte[] body;
+
+    Frame(JsonNode header, byte[] body) {
+      this.header = header;
+      this.body = body;
+    }
+  }
+
+  /** The peer refused a request (its answer had "ok": false) or could not be reached in time. */
+  static final class PeerError extends IOException {
+    final String code;
+
+    PeerError(String code, String message) {
+      super(message);
+      this.code = code;
+    }
+  }
+
+  private final String host;
+  private final int port;
+  private final String secret;
+  private final String where;
+  private final int timeoutMs;
+  private final long reconnectMs;
+  private Socket socket;
+  private DataInputStream in;
+  private DataOutputStream out;
+
+  FrameClient(String host, int port, String secret, String peer, int timeoutMs, long reconnectMs) {
+    this.host = host;
+    this.port = port;
+    this.secret = (secret == null || secret.isEmpty()) ? null : secret;
+    this.where = peer + " at " + host + ":" + port;
+    this.timeoutMs = timeoutMs;
+    this.reconnectMs = reconnectMs;
+  }
+
+  String where() {
+    return where;
+  }
+
+  /** Send one request and return the answer; {@code waitMs}: the peer may take this long to answer. */
+  synchronized Frame request(Map<String, Object> header, byte[] body, long waitMs) throws IOException {
+    long deadline = -1;
+    while (true) {
+      try {
+        if (socket == null) {
+          connect();
+        }
+        socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs + waitMs));
+        send(JSON.writeValueAsBytes(header), body);
+        Frame answer = receive();
+        JsonNode ok = answer.header.get("ok");
+        if (ok == null || !ok.asBoolean(false)) {
+          String code = answer.header.path("error").asText("error");
+          String message = answer.header.path("message").asText("request failed");
+          throw new PeerError(code, where + ": " + message);
+        }
+        return answer;
+      } catch (PeerError e) {
+        throw e;
+      } catch (IOException e) {
+        drop();
+        long now = System.currentTimeMillis();
+        if (deadline < 0) {
+          deadline = now + reconnectMs;
+        }
+        if (now >= deadline) {
+          throw new PeerError("unreachable", where + ": unreachable: " + e);
+        }
+        try {
+          Thread.sleep(50);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw new IOException(where + ": interrupted while reconnecting", ie);
+        }
+      }
+    }
+  }
+
+  private void connect() throws IOException {
+    Socket s = new Socket();
+    try {
+      s.connect(new InetSocketAddress(host, port), timeoutMs);
+      // Small requests and answers must not wait for Nagle's algorithm.
+      s.setTcpNoDelay(true);
+      socket = s;
+      in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 1 << 16));
+      out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 1 << 16));
+      if (secret != null) {
+        send(JSON.writeValueAsBytes(Map.of("op", "auth", "secret", secret)), null);
+        Frame answer = receive();
+        if (!answer.header.path("ok").asBoolean(false)) {
+          drop();
+          throw new PeerError("unauthorized", where + ": "
+              + answer.header.path("message").asText("the connection was refused"));
+        }
+      }
+    } catch (IOException e) {
+      if (socket == null) {
+        s.close();
+      }
+      throw e;
+    }
+  }
+
+  private void send(byte[] head, byte[] body) throws IOException {
+    int size = body == null ? 0 : body.length;
+    out.writeInt(head.length);
+    out.writeInt(size);
+    out.write(head);
+    if (size > 0) {
+      out.write(body);
+    }
+    out.flush();
+  }
+
+  private Frame receive() throws IOException {
+    int headLen;
+    try {
+      headLen = in.readInt();
+    } catch (EOFException e) {
+      throw new IOException("connection closed by the peer", e);
+    }
+    long bodyLen = Integer.toUnsignedLong(in.readInt());
+    if (headLen < 0 || headLen > MAX_HEADER_BYTES) {
+      drop();
+      throw new PeerError("protocol", where + ": frame header of " + Integer.toUnsignedLong(headLen)
+          + " bytes exceeds " + MAX_HEADER_BYTES);
+    }
+    if (bodyLen > Integer.MAX_VALUE - 16) {
+      drop();
+      throw new PeerError("protocol", where + ": frame body of " + bodyLen + " bytes is too large");
+    }
+    byte[] head = new byte[headLen];
+    in.readFully(head);
+    byte[] body = new byte[(int) bodyLen];
+    in.readFully(body);
+    JsonNode header;
+    try {
+      header = JSON.readTree(new String(head, StandardCharsets.UTF_8));
+    } catch (IOException e) {
+      drop();
+      throw new PeerError("protocol", where + ": frame header is not JSON: " + e.getMessage());
+    }
+    if (header == null || !header.isObject()) {
+      drop();
+      throw new PeerError("protocol", where + ": frame header is not a JSON object");
+    }
+    return new Frame(header, body);
+  }
+
+  private void drop() {
+    if (socket != null) {
+      try {
+        socket.close();
+      } catch (IOException ignored) {
+        // closing a broken socket: nothing more to do
+      }
+    }
+    socket = null;
+    in = null;
+    out = null;
+  }
+
+  @Override
+  public synchronized void close() {
+    drop();
+  }
+}

@@ -1,0 +1,230 @@
+package cepkit.spark;
+
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.NoSuchElementException;
+
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.hash.Murmur3_x86_32;
+
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The Pairs keyed plan in Spark's real-time mode (specs/TRANSLATION.md), all in the JVM, since the
+ * mode admits no Python in a query:
+ *
+ * <ol>
+ *   <li>in the source's task, each tick becomes partial rows as runtime_common/pairs_partials.py
+ *   makes them, one tick at a time ({@link TickRows}): an aggregate row (count 1, sum = price) for
+ *   the bucket of a monitored symbol, and at the first tick of a granule a clock row for every
+ *   bucket;</li>
+ *   <li>one shuffle by bucket key (keys picked to land on different shuffle partitions), then the
+ *   JVM {@code transformWithState} runs each bucket's strategies ({@link Processor},
+ *   {@link PairsBucket}, {@link PairsBook}) with their state in Spark's state store.</li>
+ * </ol>
+ *
+ * Every row is handled as it arrives and its outputs leave at once. The ticks reach the plan in
+ * the feed's order (one source partition, one producer per shuffle partition), which the bucket
+ * logic checks.
+ */
+public final class PairsRealTime {
+  public static final StructType PARTIAL = new StructType()
+      .add("key", DataTypes.IntegerType).add("granule", DataTypes.LongType).add("code", DataTypes.IntegerType)
+      .add("cnt", DataTypes.LongType).add("sum", DataTypes.LongType).add("price", DataTypes.LongType)
+      .add("offset", DataTypes.LongType).add("tickTS", DataTypes.LongType).add("TS", DataTypes.LongType)
+      .add("ingestTS", DataTypes.LongType);
+  // runtime_common/pairs_bucket.OUTPUT_SCHEMA: both streams' columns, `stream` saying which.
+  public static final StructType OUTPUT = new StructType()
+      .add("stream", DataTypes.StringType).add("strategy", DataTypes.StringType)
+      .add("ratio", DataTypes.DoubleType).add("avgRatio", DataTypes.DoubleType)
+      .add("upperBand", DataTypes.DoubleType).add("lowerBand", DataTypes.DoubleType)
+      .add("type", DataTypes.StringType).add("symbol", DataTypes.StringType)
+      .add("price", DataTypes.IntegerType).add("size", DataTypes.IntegerType)
+      .add("inputTickTS", DataTypes.LongType).add("inputTS", DataTypes.LongType).add("ingestTS", DataTypes.LongType);
+  // Spark's hash partitioning of an int grouping key: Murmur3 with this seed, modulo the partitions.
+  private static final int HASH_SEED = 42;
+
+  private PairsRealTime() {
+  }
+
+  /**
+   * The plan over the feed's ticks (columns symbol, price, tickTS, TS, offset, ingestTS);
+   * {@code strategies}: the program's strategy rows as JSON; {@code buckets} state keys over
+   * {@code partitions} shuffle partitions.
+   */
+  public static Dataset<Row> plan(Dataset<Row> ticks, String strategies, int buckets, int partitions) {
+    int n = PairsLayout.fromJson(strategies, buckets, null).buckets.size();
+    PairsLayout layout = PairsLayout.fromJson(strategies, buckets, spreadKeys(n, partitions));
+    Dataset<Row> partials = ticks.select("symbol", "price", "tickTS", "TS", "offset", "ingestTS")
+        .mapPartitions(new TickRows(layout), Encoders.row(PARTIAL));
+    // Grouped by the key column (not by a key function, whose AppendColumnsWithObject real-time
+    // mode does not admit).
+    return partials.groupBy("key").as(Encoders.INT(), Encoders.row(PARTIAL))
+        .transformWithState(new Processor(layout), TimeMode.None(), OutputMode.Update(), Encoders.row(OUTPUT));
+  }
+
+  /** n key values that Spark's hash partitioning puts on partitions 0, 1, 2, ... round-robin (as
+   * spark_runtime/pairs_plan.spread_keys picks them for the micro-batch plan). */
+  static int[] spreadKeys(int n, int partitions) {
+    int[] keys = new int[n];
+    int found = 0;
+    for (int k = 0; found < n; k++) {
+      if (Math.floorMod(Murmur3_x86_32.hashInt(k, HASH_SEED), partitions) == found % partitions) {
+        keys[found++] = k;
+      }
+    }
+    return keys;
+  }
+
+  /** A tick's partial rows, one tick at a time (the iterator never reads ahead of what it hands out). */
+  static final class TickRows implements MapPartitionsFunction<Row, Row> {
+    private static final long serialVersionUID = 1L;
+    private final PairsLayout layout;
+
+    TickRows(PairsLayout layout) {
+      this.layout = layout;
+    }
+
+    @Override
+    public Iterator<Row> call(Iterator<Row> ticks) {
+      return new Iterator<Row>() {
+        private final ArrayDeque<Row> queued = new ArrayDeque<>();
+        private long lastGranule = Long.MIN_VALUE;
+
+        @Override
+        public boolean hasNext() {
+          while (queued.isEmpty() && ticks.hasNext()) {
+            expand(ticks.next());
+          }
+          return !queued.isEmpty();
+        }
+
+        @Override
+        public Row next() {
+          if (!hasNext()) {
+            throw new NoSuchElementException();
+          }
+          return queued.poll();
+        }
+
+        private void expand(Row t) {
+          String symbol = t.getString(0);
+          long price = t.getInt(1);
+          long tickTs = t.getLong(2);
+          long g = Math.floorDiv(tickTs, layout.granuleMs);
+          int[] place = layout.placeOf.get(symbol);
+          if (g != lastGranule) {
+            // The first tick of a granule (or of this task, which a bucket that saw it ignores):
+            // every bucket's clock.
+            for (int b = 0; b < layout.keys.length; b++) {
+              int local = place != null && place[0] == b ? place[1] : -1;
+              queued.add(RowFactory.create(layout.keys[b], g, local, 0L, 0L, price, t.getLong(4), tickTs,
+                  t.getLong(3), t.getLong(5)));
+            }
+            lastGranule = g;
+          }
+          if (place != null) {
+            queued.add(RowFactory.create(layout.keys[place[0]], g, place[1], 1L, price, price, t.getLong(4), 0L, 0L,
+                0L));
+          }
+        }
+      };
+    }
+  }
+
+  /** The buckets' logic over Spark's state store: one bucket per key. */
+  static final class Processor extends StatefulProcessor<Integer, Row, Row> {
+    private static final long serialVersionUID = 1L;
+    private final PairsLayout layout;
+    private transient ValueState<byte[]> open;
+    private transient ValueState<byte[]> books;
+    private transient Map<Integer, PairsBucket> logic;
+
+    Processor(PairsLayout layout) {
+      this.layout = layout;
+    }
+
+    @Override
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+      open = getHandle().getValueState("open", Encoders.BINARY(), TTLConfig.NONE());
+      books = getHandle().getValueState("books", Encoders.BINARY(), TTLConfig.NONE());
+      logic = new HashMap<>();
+      for (int b = 0; b < layout.keys.length; b++) {
+        logic.put(layout.keys[b], new PairsBucket(layout.buckets.get(b), layout.granuleMs));
+      }
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleInputRows(Integer key, scala.collection.Iterator<Row> rows,
+                                                          TimerValues timerValues) {
+      PairsBucket bucket = logic.get(key);
+      if (bucket == null) {
+        throw new IllegalStateException("pairs: no bucket has key " + key);
+      }
+      bucket.load(open.exists() ? open.get() : null, () -> books.exists() ? books.get() : null);
+      ArrayDeque<Row> out = new ArrayDeque<>();
+      PairsBook.Out sink = new PairsBook.Out() {
+        @Override
+        public void indicator(String strategy, double ratio, double avg, double upper, double lower, long tickTs,
+                              long ts, long ingestTs) {
+          out.add(RowFactory.create("Indicator", strategy, ratio, avg, upper, lower, "", "", 0, 0, tickTs, ts,
+              ingestTs));
+        }
+
+        @Override
+        public void order(String strategy, String type, String symbol, long price, long size, long tickTs, long ts,
+                          long ingestTs) {
+          out.add(RowFactory.create("MarketOrder", strategy, Double.NaN, Double.NaN, Double.NaN, Double.NaN, type,
+              symbol, (int) price, (int) size, tickTs, ts, ingestTs));
+        }
+      };
+      // Rows are handled as they are pulled, so an output leaves as soon as its row came; the state
+      // is written once the key's rows are all handled.
+      Iterator<Row> lazy = new Iterator<Row>() {
+        private boolean stored;
+
+        @Override
+        public boolean hasNext() {
+          while (out.isEmpty() && rows.hasNext()) {
+            Row r = rows.next();
+            bucket.process(r.getLong(1), r.getInt(2), r.getLong(3), r.getLong(4), r.getLong(5), r.getLong(7),
+                r.getLong(8), r.getLong(9), sink);
+          }
+          if (out.isEmpty() && !stored) {
+            stored = true;
+            if (bucket.openChanged) {
+              open.update(bucket.openRecord());
+            }
+            if (bucket.booksChanged) {
+              books.update(bucket.booksRecord());
+            }
+          }
+          return !out.isEmpty();
+        }
+
+        @Override
+        public Row next() {
+          if (!hasNext()) {
+            throw new NoSuchElementException();
+          }
+          return out.poll();
+        }
+      };
+      return CollectionConverters.asScala(lazy);
+    }
+  }
+}

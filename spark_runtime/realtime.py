@@ -1,0 +1,117 @@
+"""Spark's real-time mode for a generated program: the feed read in the JVM, the output written from the JVM.
+
+Real-time mode (Spark 4.1+, `trigger(realTime=...)`) runs each batch as long-running tasks that
+process events as they arrive, instead of one short job per micro-batch. It admits neither a
+Python data source nor Python in the query nor foreachBatch, so a program in this mode reads the
+feed with the JVM source `cepkit.spark.FeedSource` (format `cepkit_feed`) and writes through the
+JVM foreach writer `cepkit.spark.SinkWriter`, both in spark_runtime/java/, compiled into cepkit's
+runtime jar by the setup script (harness/runtime_jar.py), which the harness puts on the engine's
+class path. Every operator between them must be one real-time mode allows
+(specs/TRANSLATION.md, "Real-time mode"); the translators refuse the rest.
+
+A batch's length (`batch_ms`) is how often the query checkpoints, not a latency: events flow
+through a batch's tasks as they are released. The query's end offset advances, and a finished run
+is recognised, only when a batch ends (spark_runtime/watch.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+
+FORMAT = "cepkit_feed"
+SOURCE_CLASS = "cepkit.spark.FeedSource"
+WRITER_CLASS = "cepkit.spark.SinkWriter"
+TRIGGERS = ("micro-batch", "realtime")
+MIN_BATCH_KEY = "spark.sql.streaming.realTimeMode.minBatchDuration"
+
+
+def _jvm_class(jvm, name: str):
+    """A JVM class through py4j's view, one package step at a time."""
+    return functools.reduce(getattr, name.split("."), jvm)
+
+
+def jvm_classes_present(spark) -> bool:
+    """Whether the runtime jar is on the driver's class path."""
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(SOURCE_CLASS)
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises its own error for a missing class
+        return False
+
+
+def jvm_feed_stream(spark, host: str, port: int, secret: str | None = None, **options):
+    """The streaming DataFrame of the driver's events, read by the JVM source: the same columns
+    and offsets as spark_runtime/source.py's (the driver's columns, then offset and ingestTS)."""
+    opts = {"host": host, "port": str(int(port)), **{k: str(v) for k, v in options.items()},
+            **({"secret": secret} if secret else {})}
+    return spark.readStream.format(SOURCE_CLASS).options(**opts).load()
+
+
+def start_realtime(df, streams: Mapping[str, Sequence[str]], *, sink_host: str, sink_port: int,
+                   secret: str | None, checkpoint: str, batch_ms: int, name: str, tag: str):
+    """Start `df` as a real-time query whose rows go to the harness sink through the JVM writer;
+    returns the (PySpark) StreamingQuery."""
+    spark = df.sparkSession
+    jvm = spark.sparkContext._jvm
+    # Spark refuses batches shorter than this setting (5 s by default); the batch length is the
+    # run's choice (run.realtime_batch_ms), so the floor is set to it.
+    spark.conf.set(MIN_BATCH_KEY, f"{int(batch_ms)}ms")
+    # A stateful real-time query re-runs a failed batch; state checkpoint format 2 names each
+    # batch's state files apart, so a re-run cannot reuse a failed attempt's (Spark refuses 1).
+    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+    writer = _jvm_class(jvm, WRITER_CLASS)(sink_host, int(sink_port), secret, df.schema.json(),
+                                        json.dumps({k: list(v) for k, v in streams.items()}), tag)
+    dsw = (df.writeStream.outputMode("update").option("checkpointLocation", checkpoint)
+           .trigger(realTime=f"{int(batch_ms)} milliseconds")
+           .queryName(re.sub(r"\W+", "_", name)[:60] or "cepkit"))
+    # PySpark's foreach() takes Python writers only; the JVM writer goes onto the JVM's builder.
+    dsw._jwrite = dsw._jwrite.foreach(writer)
+    return dsw.start()
+
+
+def realtime_query(spark, df, streams: Mapping[str, Sequence[str]], *, driver: tuple[str, int],
+                   sink: tuple[str, int], secret: str | None, checkpoint: str, batch_ms: int, name: str):
+    """The output counter and the query's Restarter (spark_runtime/watch.py) of a real-time run:
+    started when the first batch's reader has asked the driver for events; a restarted query's
+    epochs differ from this attempt's."""
+    from kit.wire.feed_client import DriverClient
+    from spark_runtime.watch import Restarter, wait_driver_read
+
+    tag = f"rt{uuid.uuid4().hex[:8]}"
+
+    def start():
+        return start_realtime(df, streams, sink_host=sink[0], sink_port=sink[1], secret=secret, checkpoint=checkpoint,
+                              batch_ms=batch_ms, name=name, tag=tag)
+
+    ready_client = DriverClient(driver[0], driver[1], secret=secret)
+    return RealTimeOutput(spark), Restarter(spark, start, ready=lambda q: wait_driver_read(q, ready_client),
+                                            realtime=True)
+
+
+class RealTimeOutput:
+    """What the watcher asks of a query's output (spark_runtime/app.py's `_Batches` for
+    micro-batches): the batches ended and the rows the JVM writer sent. Rows are the writers'
+    count in the driver's JVM, which is every writer's on a local master."""
+
+    def __init__(self, spark):
+        self._writer = _jvm_class(spark.sparkContext._jvm, WRITER_CLASS)
+        self._lock = threading.Lock()
+        self.count = 0
+        self.stage = None
+
+    @property
+    def rows(self) -> int:
+        try:
+            return int(self._writer.sentRows())
+        except Exception:  # noqa: BLE001 - the JVM is gone: the count is unknown
+            return -1
+
+    def timings(self, batch_id: int) -> dict:
+        with self._lock:
+            self.count = max(self.count, batch_id + 1)
+        return {}

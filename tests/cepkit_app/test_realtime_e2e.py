@@ -1,0 +1,70 @@
+"""Spark's real-time mode end to end (`run.trigger = "realtime"`, specs/TRANSLATION.md): the JVM feed
+source and the JVM sink writer against the real harness, on every query kind the mode admits
+(filters, a filter's identical copy, the in-memory table join) and on Pairs' keyed plan in the
+JVM, validated by the reference."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kit.workload import Comparison, Filter, QuerySet, TableJoin
+from kit.workload.suite import Dataset, Load, Param, Workload
+from tests.cepkit_app.test_micro_e2e import run_micro
+from tests.helpers import SHORT_PAIRS, cepkit_command
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
+
+def admitted_kind(kind: str) -> Workload:
+    """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table in Spark's memory: Q1 on S1
+    (with its identical copy, planned once and copied to both streams), or J2 on S2 with a
+    condition on the table. One distinct query each: real-time mode refuses a union of branches
+    over one source (specs/TRANSLATION.md)."""
+    if kind == "Q1":
+        queries = (Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
+                   Filter("q1b", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)))
+    else:
+        queries = (TableJoin("j2", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
+                             (Comparison("T.T2", "gt", 30.0),)),)
+    return Workload(f"realtime-{kind.lower()}", "coverage", ("throughput",),
+                    Dataset(streams=2, attributes=2, max_id=20, table_rows=20, table_attributes=3, seed=11),
+                    Load("constant", 300.0, 6000), QuerySet("independent", queries), (Param("trigger", "realtime"),))
+
+
+@pytest.mark.parametrize("kind", ["Q1", "J2"])
+def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
+    workload = admitted_kind(kind)
+    proc, run_dir = run_micro(workload, "spark", tmp_path, 'run.trigger="realtime"', "run.realtime_batch_ms=3000")
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert (row["status"], row["verdict"]) == ("completed", "PASSED")
+    engine = run_dir / workload.name / "engine"
+    run = json.loads((engine / "run.json").read_text())
+    assert run["status"] == "completed"
+    assert run["runtime_jar"] and "spark-runtime-" in run["runtime_jar"]
+    assert (run["spec"]["trigger"], run["spec"]["realtime_batch_ms"]) == ("realtime", 3000)
+    command = json.loads((engine / "logs" / "command.json").read_text())
+    assert command[command.index("--trigger") + 1] == "realtime"
+    # A real-time query keeps no state here, and runs no Python workers for its source.
+    assert not run["resources"]["peak_state_bytes"]
+
+
+def test_quick_pairs_passes_in_real_time_mode(tmp_path):
+    """The keyed plan in the JVM (cepkit.spark.PairsRealTime): quick SF=1 at the tests' short
+    profile, every Indicator and MarketOrder of the reference, the query run in real-time mode."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([*cepkit_command(), "pairs", "-c", str(SHORT_PAIRS), "--set", 'run.trigger="realtime"',
+                           "--out", str(run_dir)], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert summary["verdict"] == "PASSED"
+    streams = {s["stream"]: s for s in summary["streams"]}
+    for name in ("Indicator", "MarketOrder"):
+        assert streams[name]["expected"] > 0
+        assert (streams[name]["missing"], streams[name]["undue"], streams[name]["wrong"]) == (0, 0, 0), name
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    assert run["status"] == "completed" and run["spec"]["trigger"] == "realtime"
+    assert run["engine"]["started"]["trigger"] == "realtime"
+    assert run["resources"]["peak_state_bytes"] > 0         # the buckets' state, in Spark's state store

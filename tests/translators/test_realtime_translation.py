@@ -1,0 +1,123 @@
+"""Spark's real-time mode at translation (specs/TRANSLATION.md, "Real-time mode"): a workload is
+admitted only when every query's plan is made of operators the mode allows (filters, the in-memory
+table join), the rest is refused in one line naming the query and why; Pairs runs on its keyed
+plan only; the setting is Spark's only, and a real-time run hands the program its trigger."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness.config import DriverConfig
+from harness.launch import program_args
+from harness.run_spec import EngineRunSpec
+from kit.config import RunConfig
+from kit.errors import CepkitError
+from kit.shipped import specs_dir
+from kit.workload import QuerySet, load_aux, read_suite
+from querygen.strategies import strategies_for
+from translators.registry import engine_module
+from translators.request import MicroTranslation, PairsTranslation
+
+SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
+
+
+def _admitted(w) -> bool:
+    return all(type(q).__name__ == "Filter" or (type(q).__name__ == "TableJoin" and q.storage == "memory")
+               for q in w.queries)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_real_time_mode_admits_filters_and_memory_joins_and_refuses_the_rest(suite, tmp_path):
+    seen = set()
+    for w in read_suite(specs_dir() / "suites" / f"{suite}-quick.xml").workloads:
+        table = tmp_path / "T.parquet" if any(type(q).__name__ == "TableJoin" for q in w.queries) else None
+        req = MicroTranslation(w, table, trigger="realtime")
+        micro = engine_module("spark").translate_micro(MicroTranslation(w, table))
+        if _admitted(w):
+            # The program is the micro-batch one: the trigger is the run's, handed over at launch.
+            assert engine_module("spark").translate_micro(req) == micro
+            seen.add("admitted")
+            continue
+        with pytest.raises(CepkitError) as e:
+            engine_module("spark").translate_micro(req)
+        msg = str(e.value)
+        assert "\n" not in msg and f"workload {w.name}: not runnable in Spark's real-time mode" in msg
+        first = next(q for q in w.queries if not (type(q).__name__ == "Filter" or (
+            type(q).__name__ == "TableJoin" and q.storage == "memory")))
+        assert f"query {first.id} (" in msg
+        assert any(why in msg for why in ("Python core", "update mode", "PostgreSQL", "re-reads the table"))
+        seen.add("refused")
+    if suite in ("filtering", "count-windows", "time-windows", "patterns"):
+        assert seen == {"admitted"} if suite == "filtering" else seen == {"refused"}
+
+
+def test_distinct_queries_are_refused_identical_ones_admitted():
+    """Distinct queries are a union of branches over one source, which Spark 4.3's real-time mode
+    refuses; identical ones are planned once and copied."""
+    w = read_suite(specs_dir() / "suites" / "filtering-quick.xml").workloads[0]
+    (q1,) = w.queries
+    twin = dataclasses.replace(q1, id="q1b")
+    other = dataclasses.replace(q1, id="q1c", where=())
+    spark = engine_module("spark")
+    spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q1, twin))),
+                                           trigger="realtime"))
+    with pytest.raises(CepkitError, match="2 distinct queries would be a union of branches over one source"):
+        spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q1, other))),
+                                               trigger="realtime"))
+
+
+def test_j2_is_admitted_and_j3_refused_in_either_plan(tmp_path):
+    joins = read_suite(specs_dir() / "suites" / "joins-quick.xml").workloads
+    j2 = next(w for w in joins if "j2" in w.name)
+    j3 = next(w for w in joins if "j3" in w.name)
+    spark = engine_module("spark")
+    assert "table_join" in spark.translate_micro(MicroTranslation(j2, tmp_path / "T.parquet", trigger="realtime"))
+    for plan, why in (("lookup", "PostgreSQL"), ("jdbc", "re-reads the table")):
+        with pytest.raises(CepkitError, match=why):
+            spark.translate_micro(MicroTranslation(j3, None, database_join=plan, trigger="realtime"))
+
+
+def test_only_the_keyed_pairs_plan_runs_in_real_time_mode(quick_pairs):
+    spec = strategies_for(load_aux(quick_pairs / "pairs-aux.json"), 7)
+    spark = engine_module("spark")
+    keyed = spark.translate_pairs(PairsTranslation(spec, trigger="realtime"))
+    assert keyed == spark.translate_pairs(PairsTranslation(spec))       # the trigger is the run's
+    assert "realtime_build=PROGRAM.build_realtime" in keyed
+    for plan in ("shared", "per-strategy"):
+        with pytest.raises(CepkitError, match=f"the {plan} Pairs plan has no real-time form"):
+            spark.translate_pairs(PairsTranslation(spec, plan, trigger="realtime"))
+    with pytest.raises(CepkitError, match="trigger"):
+        PairsTranslation(spec, trigger="continuous")
+
+
+def test_the_trigger_is_a_spark_setting():
+    assert RunConfig(trigger="realtime").realtime_batch_ms == 5000
+    with pytest.raises(CepkitError, match="micro-batch, realtime, got 'continuous'"):
+        RunConfig(trigger="continuous")
+    with pytest.raises(CepkitError, match="real-time mode; engine 'flink' has none"):
+        RunConfig(trigger="realtime", engine="flink")
+    with pytest.raises(CepkitError, match="100"):
+        RunConfig(trigger="realtime", realtime_batch_ms=10)
+    with pytest.raises(CepkitError, match="not yet injected in real-time mode"):
+        RunConfig(trigger="realtime", faults=("kill-engine@40s",))
+
+
+def test_a_real_time_run_hands_the_program_its_trigger(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text("")
+
+    def args(**changes):
+        spec = EngineRunSpec(program=program, run_dir=tmp_path / "run", driver=DriverConfig(tmp_path), **changes)
+        return program_args(spec, 1, 2, "ck", None)
+
+    assert "--trigger" not in args()
+    rt = args(trigger="realtime", realtime_batch_ms=2000)
+    assert rt[rt.index("--trigger"):rt.index("--trigger") + 4] == ["--trigger", "realtime", "--realtime-batch-ms",
+                                                                   "2000"]
+    with pytest.raises(CepkitError, match="trigger"):
+        EngineRunSpec(program=program, run_dir=tmp_path / "run", driver=DriverConfig(tmp_path), engine="flink",
+                      trigger="realtime")
+    assert Path(program).exists()
