@@ -56,10 +56,11 @@ def _cleanup(run) -> None:
     if run.driver is not None:
         try:
             if run.client is not None:
-                try:
-                    run.last_stats = run.client.stats()
-                except CepkitError:
-                    pass
+                if not run.feed_died:       # a dead feed answers nothing: asking waits out the reconnects (10 s)
+                    try:
+                        run.last_stats = run.client.stats()
+                    except CepkitError:
+                        pass
                 run.client.close()
             run.final_stats = run.driver.stop() or run.last_stats
             write_json(run.dirs["logs"] / "driver.json", run.final_stats)
