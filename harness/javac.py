@@ -41,6 +41,18 @@ def jar_path(stem: str, sources: Sequence[Path], python: str = sys.executable) -
     return cache_dir() / f"{stem}-{pyspark}-{key}.jar"
 
 
+def cached_jar(stem: str, sources: Sequence[Path], python: str = sys.executable, force: bool = False,
+               resources: Mapping[str, bytes] | None = None) -> Path | None:
+    """The cache's jar of these sources, compiled unless it exists (or with `force`); None without
+    Java or PySpark."""
+    path = jar_path(stem, sources, python)
+    if path is None:
+        return None
+    if path.is_file() and not force:
+        return path
+    return compile_jar(sources, path, python, resources)
+
+
 def compile_jar(sources: Sequence[Path], path: Path, python: str = sys.executable,
                 resources: Mapping[str, bytes] | None = None) -> Path:
     """Compile `sources` (with `resources`: jar entry name -> bytes) into the jar at `path`."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.javac import compile_jar, jar_path as _jar_path, on_class_path
+from harness.javac import cached_jar, jar_path as _jar_path, on_class_path
 from harness.jvm_archive import setup_step
 
 SOURCE = Path(__file__).parent / "java" / "QuietLocalFileSystem.java"
@@ -38,12 +38,7 @@ def jar_path(python: str = sys.executable) -> Path | None:
 
 def build_jar(python: str = sys.executable, force: bool = False) -> Path | None:
     """Compile the jar unless it exists; its path (None without Java or PySpark)."""
-    path = jar_path(python)
-    if path is None:
-        return None
-    if path.is_file() and not force:
-        return path
-    return compile_jar([SOURCE], path, python)
+    return cached_jar("local-fs", [SOURCE], python, force)
 
 
 def applies_to_host(master: str) -> bool:

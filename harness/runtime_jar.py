@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.javac import compile_jar, jar_path as _jar_path, on_class_path
+from harness.javac import cached_jar, jar_path as _jar_path, on_class_path
 from harness.jvm_archive import setup_step
 from harness.local_fs import applies_to_host
 
@@ -36,12 +36,7 @@ def jar_path(python: str = sys.executable) -> Path | None:
 
 def build_jar(python: str = sys.executable, force: bool = False) -> Path | None:
     """Compile the jar unless it exists; its path (None without Java or PySpark)."""
-    path = jar_path(python)
-    if path is None:
-        return None
-    if path.is_file() and not force:
-        return path
-    return compile_jar(sources(), path, python, SERVICES)
+    return cached_jar("spark-runtime", sources(), python, force, SERVICES)
 
 
 def runtime_jar_settings(spark_conf: tuple[tuple[str, str], ...], env: Mapping[str, str], master: str,
