@@ -4,10 +4,14 @@ A generated program holds its workload as data (a `MicroPlan`: the query literal
 translators/micro_literal.py, the output row type, the join table) and calls `build_micro`.
 Each query kind is planned as specs/TRANSLATION.md says:
 
-- filters: a where + select on the source;
+- filters: a where + select on the source; several distinct filters in one pass (one branch: an
+  `explode` of one row per filter an event passes), so the batch is read once, not once per filter;
 - Q3 time windows, native plan: Spark's sliding `window()` over TS with a zero-delay watermark in
   append mode (its inputTS is the window's end: Spark cannot name the event that closed it);
 - J2 in-memory table joins: a stream-static join with the table read once and broadcast;
+- keyed all-all patterns (Q7, `join_pattern`): Spark's stream-stream interval self-join (the pairs
+  the pattern's semantics define are exactly the join's), its two sides' state in RocksDB with
+  the join's event-time state format (spark_runtime/app.py), evicted as the watermark passes;
 - J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
   psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
 - every other kind (count windows, time windows on the core, window joins, patterns): a core of
@@ -104,15 +108,20 @@ def build_micro(spark, events, plan: MicroPlan):
     planned = [q for q in plan.queries if q["id"] in shared]
     buckets = 2 * int(spark.conf.get("spark.sql.shuffle.partitions"))
     parts = []
+    filters = [q for q in planned if q["kind"] == "filter"]
+    if len(filters) == 1:
+        parts.append(_filter(plan, events, filters[0]))
+    elif filters:
+        parts.append(_filters(plan, events, filters))
     for q in planned:
-        if q["kind"] == "filter":
-            parts.append(_filter(plan, events, q))
-        elif q["kind"] == "native_time_window":
+        if q["kind"] == "native_time_window":
             parts.append(_native_time_window(plan, events, q))
         elif q["kind"] == "jdbc_table_join" or (q["kind"] == "table_join" and q["storage"] == "memory"):
             parts.append(_table_join(plan, spark, events, q))
         elif q["kind"] == "table_join":
             parts.append(_db_table_join(plan, events, q))
+        elif q["kind"] == "join_pattern":
+            parts.append(_join_pattern(plan, events, q))
     stateful = [q for q in planned if q["kind"] in CORES]
     on_driver = [q for q in stateful if plan.cores == "driver" or (plan.cores == "by-kind" and not _keyed(q))]
     in_operator = [q for q in stateful if q not in on_driver]
@@ -179,6 +188,28 @@ def _filter(plan: MicroPlan, events, q):
                                                     F.col("TS").alias("inputTS"), "ingestTS")
 
 
+def _filters(plan: MicroPlan, events, queries):
+    """Several filters as one branch over the source: per event, one struct per query (of every
+    output column, null where the query has none) when the event passes the query's condition,
+    exploded into rows. A union of one branch per filter would read the batch from the source once
+    per filter, and real-time mode refuses a union of branches over one source."""
+    types = dict(f.split() for f in plan.output_fields)
+    stamps = {"stream": None, "inputTS": F.col("TS"), "ingestTS": F.col("ingestTS")}
+
+    def row(q):
+        chosen = {out: F.col(field) for field, out in zip(q["select"], q["fields"])}
+        values = [(F.lit(q["id"]) if name == "stream" else stamps[name] if name in stamps
+                   else chosen.get(name, F.lit(None))).cast(types[name]).alias(name)
+                  for name in plan.out_columns]
+        cond = _condition(q["where"])
+        if plan.multi_stream:
+            cond = cond & (F.col("stream") == q["inputs"][0])
+        return F.when(cond, F.struct(*values))
+
+    return (events.select(F.explode(F.array(*[row(q) for q in queries])).alias("_row"))
+            .where(F.col("_row").isNotNull()).select("_row.*"))
+
+
 def _native_time_window(plan: MicroPlan, events, q):
     """Q3 as Spark plans it: sliding window() on TS, watermark delay 0, append mode. A window is
     emitted in the batch after the one whose events moved the watermark past its end; its inputTS
@@ -193,6 +224,42 @@ def _native_time_window(plan: MicroPlan, events, q):
     end = F.unix_millis(F.col("_w.end"))
     return out.select(F.lit(q["id"]).alias("stream"), *q["group_by"], *[a[2] for a in q["aggregates"]],
                       end.alias("windowEnd"), end.alias("inputTS"), "ingestTS")
+
+
+def _join_pattern(plan: MicroPlan, events, q):
+    """A keyed all-all pattern as an interval self-join: a1 (the first element's events) joins a2
+    (the second's) on the key, with `a1.TS <= a2.TS < a1.TS + within` and a1 before a2 in the
+    feed's order (offset), which is specs/SEMANTICS.md section 8's set of matches for all-all
+    consumption. The join emits a pair in the micro-batch of its later event (a1's of earlier
+    batches are in the state, a1's of the same batch are added before a2's are matched), with
+    inputTS and ingestTS of a2, the triggering event.
+
+    The watermark (event time `_t` = TS, delay 1 ms: TS never decreases along the feed, and an
+    event with the previous batch's largest TS must not count as late) lets Spark evict an a1
+    once no later a2 can be within `within` of it, and an a2 once no later a1 can precede it."""
+    stream = F.col("stream") if plan.multi_stream else F.lit("S1")
+    first, second = q["first"], q["second"]
+    events = events.withColumn("stream", stream)
+    keep = needed_columns(events.columns, [q])
+    routed = (events.where(_routed_to(q, stream)).select(*keep)
+              .withColumn("_t", F.timestamp_millis("TS"))
+              .withWatermark("_t", "1 millisecond"))
+    a1 = routed.where((F.col("stream") == first["stream"]) & _condition(first["where"])).alias("_a1")
+    a2 = routed.where((F.col("stream") == second["stream"]) & _condition(second["where"])).alias("_a2")
+    within = F.expr(f"INTERVAL '{q['within_ms'] / 1000:.3f}' SECOND")
+    key = q["key"]
+    cond = ((F.col(f"_a1.{key}") == F.col(f"_a2.{key}"))
+            & (F.col("_a2._t") >= F.col("_a1._t")) & (F.col("_a2._t") < F.col("_a1._t") + within)
+            & (F.col("_a1.offset") < F.col("_a2.offset")))
+    aliases = {first["alias"]: "_a1", second["alias"]: "_a2"}
+
+    def column(name: str):
+        alias, _, field = name.partition(".")
+        return F.col(f"{aliases[alias]}.{field}")
+
+    cols = [column(s).alias(f) for s, f in zip(q["select"], q["fields"])]
+    return a1.join(a2, cond, "inner").select(F.lit(q["id"]).alias("stream"), *cols,
+                                             F.col("_a2.TS").alias("inputTS"), F.col("_a2.ingestTS").alias("ingestTS"))
 
 
 def _table(plan: MicroPlan, spark, q):
@@ -280,7 +347,7 @@ def _routed_to(q, stream):
     """Whether an event goes to query q's group. A pattern's elements' Where are checked here, so an
     event that can be neither its first nor its second element never crosses the shuffle
     (predicate push-down, thesis 4.5.4); its core checks them again per element."""
-    if q["kind"] != "pattern":
+    if q["kind"] not in ("pattern", "join_pattern"):
         return stream.isin(q["inputs"])
     first, second = q["first"], q["second"]
     return (((stream == first["stream"]) & _condition(first["where"]))
@@ -303,7 +370,7 @@ def needed_columns(columns, queries) -> list[str]:
     the stateful operator crosses a shuffle and the JVM/Python boundary twice, so unread columns
     are dropped before it (a superset is harmless; a core never sees less than it names)."""
     named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", json.dumps(list(queries), default=str)))
-    if any(q["kind"] in ("window_join", "pattern") for q in queries):
+    if any(q["kind"] in ("window_join", "pattern", "join_pattern") for q in queries):
         named.add("stream")          # they tell their inputs' events apart by it
     return [c for c in columns if c in named or c in ("TS", "offset", "ingestTS")]
 

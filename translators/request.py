@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.config import CORE_PLANS, DATABASE_JOIN_PLANS, PLANS, TIME_WINDOW_PLANS, TRIGGERS
+from kit.config import CORE_PLANS, DATABASE_JOIN_PLANS, PATTERN_PLANS, PLANS, TIME_WINDOW_PLANS, TRIGGERS
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
 from kit.workload import StrategySet, Suite, Workload, read_spec, read_strategies
@@ -61,6 +61,7 @@ class MicroTranslation:
     database_join: str = "lookup"
     cores: str = "by-kind"
     trigger: str = "micro-batch"
+    patterns: str = "core"
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
@@ -74,13 +75,16 @@ class MicroTranslation:
                               f"got {self.database_join!r}")
         if self.cores not in CORE_PLANS:
             raise CepkitError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
+        if self.patterns not in PATTERN_PLANS:
+            raise CepkitError(f"patterns: must be one of {', '.join(PATTERN_PLANS)}, got {self.patterns!r}")
         if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
             raise CepkitError(f"{self.table_path}: the join table must be a Parquet file")
 
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
                    time_windows: str = "core", database_join: str = "lookup",
-                   cores: str = "by-kind", trigger: str = "micro-batch") -> "MicroTranslation":
+                   cores: str = "by-kind", trigger: str = "micro-batch", patterns: str = "core"
+                   ) -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
         spec = read_spec(spec_xml)
@@ -97,7 +101,7 @@ class MicroTranslation:
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
                    hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join,
-                   cores, trigger)
+                   cores, trigger, patterns)
 
 
 def table_of(dataset_dir: Path) -> Path | None:

@@ -5,7 +5,8 @@ the workload's query literals (translators/micro_literal.py) as data, and the wi
 runtime's plan (spark_runtime/micro_plan.py): filters and table joins as DataFrame operators, every
 other kind as a core (runtime_common/micro_cores/) on the driver or inside one
 `transformWithStateInPandas` operator (run.cores). The translator decides each query's plan (`kind`: Q3 on Spark's window(),
-J3 through JDBC); specs/TRANSLATION.md says why each kind is planned the way it is.
+J3 through JDBC, a keyed all-all pattern as a stream-stream interval join); specs/TRANSLATION.md
+says why each kind is planned the way it is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from translators.request import MicroTranslation
 
 # The query kinds that run as a core of runtime_common/micro_cores/ in the stateful operator.
 STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
+# A keyed all-all pattern planned as Spark's stream-stream interval self-join (run.patterns = "join").
+JOIN_PATTERN = "join_pattern"
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
 # Why real-time mode cannot run a kind (specs/TRANSLATION.md, "Real-time mode"): its plan needs an
 # operator the mode's allow-list (RealTimeModeAllowlist, Spark 4.3) does not hold. Filters and the
@@ -44,6 +47,13 @@ def _distinct(literals: list[dict]) -> set[str]:
     return {json.dumps({k: v for k, v in q.items() if k != "id"}, sort_keys=True, default=str) for q in literals}
 
 
+def _branches(literals: list[dict]) -> int:
+    """Branches of the plan over the source: one for all filters (spark_runtime/micro_plan.py plans
+    distinct filters in one pass), one per other distinct query."""
+    return (any(q["kind"] == "filter" for q in literals)
+            + len(_distinct([q for q in literals if q["kind"] != "filter"])))
+
+
 def real_time_refusal(q: dict) -> str | None:
     """Why query literal `q` cannot run in real-time mode (None: it can)."""
     kind = q["kind"]
@@ -65,6 +75,20 @@ def output_fields(literals: list[dict]) -> list[str]:
     return ["stream string"] + [f"{n} {_SPARK_TYPES[t]}" for n, t in types.items()]
 
 
+def joinable_pattern(q: dict) -> bool:
+    """Whether a pattern's answer is exactly an interval self-join's (specs/TRANSLATION.md): a key,
+    and all-all consumption (every earlier candidate in the window pairs with the event; no
+    candidate is ever consumed)."""
+    return q["kind"] == "pattern" and bool(q.get("key")) and q["consumption"] == "all-all"
+
+
+def _shuffles(literals: list[dict], cores: str) -> int:
+    """How many shuffles over the source the plan has (native windows and join patterns one each,
+    identical queries being planned once; the stateful operator one for all its queries)."""
+    return len(_distinct([q for q in literals if q["kind"] in ("native_time_window", JOIN_PATTERN)])) + any(
+        q["kind"] in STATEFUL_KINDS and not on_driver(q, cores) for q in literals)
+
+
 def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
     literals = [query_literal(q) for q in w.queries]
@@ -74,8 +98,15 @@ def translate_micro(req: MicroTranslation) -> str:
             q["kind"] = "native_time_window"
         if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
             q["kind"] = "jdbc_table_join"
-    shuffles = sum(q["kind"] == "native_time_window" for q in literals) + any(
-        q["kind"] in STATEFUL_KINDS and not on_driver(q, req.cores) for q in literals)
+        if req.patterns == "join" and req.trigger == "micro-batch" and joinable_pattern(q):
+            q["kind"] = JOIN_PATTERN
+    if _shuffles(literals, req.cores) > 1 and any(q["kind"] == JOIN_PATTERN for q in literals):
+        # The join plan only where it is the source's one shuffle; beside others, the pattern core
+        # (which shares the stateful operator with every other core) gives the same answer.
+        for q in literals:
+            if q["kind"] == JOIN_PATTERN:
+                q["kind"] = "pattern"
+    shuffles = _shuffles(literals, req.cores)
     if shuffles > 1:
         # Spark 4.3 plans the input partitions of each shuffle over the Python source from its own
         # thread, over one worker socket; two at once corrupt the stream (specs/TRANSLATION.md).
@@ -84,11 +115,11 @@ def translate_micro(req: MicroTranslation) -> str:
                           f"use the core plan (run.time_windows = \"core\")")
     if req.trigger == "realtime":
         refused = [why for why in map(real_time_refusal, literals) if why]
-        if not refused and len(_distinct(literals)) > 1:
-            # The plan unions one branch per distinct query over the one source, which Spark 4.3 refuses
-            # in real-time mode (STREAMING_REAL_TIME_MODE.IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED).
-            refused = [f"its {len(_distinct(literals))} distinct queries would be a union of branches over one "
-                       f"source, which real-time mode does not allow (identical queries are fine)"]
+        if not refused and _branches(literals) > 1:
+            # The plan unions one branch per distinct query (all filters: one) over the one source, which
+            # Spark 4.3 refuses in real-time mode (STREAMING_REAL_TIME_MODE.IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED).
+            refused = [f"its queries would be a union of {_branches(literals)} branches over one source (one for "
+                       f"the filters, one per other distinct query), which real-time mode does not allow"]
         if refused:
             raise CepkitError(f"workload {w.name}: not runnable in Spark's real-time mode (run.trigger = "
                               f"\"realtime\"): {refused[0]}" + (f"; and {len(refused) - 1} more" if len(refused) > 1 else ""))
@@ -113,6 +144,7 @@ def on_driver(q: dict, cores: str) -> bool:
 def plan_lines(literals: list[dict], cores: str = "operator") -> list[str]:
     """How each query is planned, for the program's docstring (spark_runtime/micro_plan.py)."""
     groups = (("Plain DataFrame operators", ("filter", "native_time_window")),
+              ("A stream-stream interval self-join (state in RocksDB)", (JOIN_PATTERN,)),
               ("Stream-static joins with the table", ("jdbc_table_join", "memory_table_join")),
               ("Per-batch key lookups in PostgreSQL (J3)", ("table_join",)),
               ("A core in the stateful operator", tuple(STATEFUL_KINDS)),

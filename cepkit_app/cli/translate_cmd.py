@@ -83,7 +83,8 @@ def run_micro(args: argparse.Namespace) -> int:
     req = MicroTranslation.from_files(shipped_suite_file(args.spec), None if data is None else Path(data),
                                       args.workload, time_windows=config.run.time_windows,
                                       database_join=config.run.database_join,
-                                      cores=config.run.cores, trigger=config.run.trigger)
+                                      cores=config.run.cores, trigger=config.run.trigger,
+                                      patterns=config.run.patterns)
     text = engine_module(engine).translate_micro(req)
     n = len(req.workload.queries)
     return _write(args, config, text, f"micro-{engine}-{req.workload.name}.py",

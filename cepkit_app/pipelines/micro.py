@@ -98,7 +98,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     spec_path = write_spec(workload, wdir / "workload.xml")
     translation = MicroTranslation.from_files(spec_path, ds.directory, time_windows=cfg.run.time_windows,
                                               database_join=cfg.run.database_join,
-                                              cores=cfg.run.cores, trigger=cfg.run.trigger)
+                                              cores=cfg.run.cores, trigger=cfg.run.trigger,
+                                              patterns=cfg.run.patterns)
     try:
         text = engine_module(cfg.run.engine).translate_micro(translation)
     except CepkitError as e:     # a kind this engine cannot run yet: say so, go on with the suite

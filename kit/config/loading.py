@@ -16,7 +16,8 @@ from typing import Any
 
 from kit.config.limits import FieldError, range_text
 from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS, CORE_PLANS,
-                                 LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, TRIGGERS, Config)
+                                 LAUNCHES, PATTERN_PLANS, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, TRIGGERS,
+                                 Config)
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
 from kit.inputs import LIMITS, read_input_bytes
@@ -46,7 +47,7 @@ _CHOICES = {"RateConfig.profile": PROFILES, "RateConfig.arrivals": ARRIVALS, "Pa
             "MicroConfig.format": FORMATS, "RunConfig.engine": ENGINE_NAMES, "RunConfig.plan": PLANS,
             "RunConfig.stamp": STAMPS, "RunConfig.replay": REPLAYS, "RunConfig.output_format": FORMATS,
             "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS,
-            "RunConfig.cores": CORE_PLANS, "RunConfig.trigger": TRIGGERS,
+            "RunConfig.cores": CORE_PLANS, "RunConfig.trigger": TRIGGERS, "RunConfig.patterns": PATTERN_PLANS,
             "RunConfig.launch": LAUNCHES}
 
 

@@ -156,6 +156,8 @@ PLANS = ("keyed", "shared", "per-strategy")
 # J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
 TIME_WINDOW_PLANS = ("core", "native")
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
+# Keyed all-all patterns (Q7): Spark's stream-stream interval join, or the pattern core.
+PATTERN_PLANS = ("core", "join")
 CORE_PLANS = ("by-kind", "driver", "operator")
 # How a Spark query runs (specs/TRANSLATION.md, "Real-time mode"): micro-batches, or Spark's
 # real-time mode (long-running batches, events processed as they arrive).
@@ -210,6 +212,10 @@ class RunConfig:
     # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
     # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
     database_join: str = "lookup"
+    # Microbenchmark patterns with a key and all-all consumption (Q7): "core" (the pattern core) or
+    # "join" (Spark's stream-stream interval self-join, state in RocksDB; correct, but slower on Q7:
+    # specs/TRANSLATION.md; the core where it cannot apply).
+    patterns: str = "core"
     # Where the microbenchmark cores run (specs/TRANSLATION.md): "by-kind" (whole-stream queries,
     # i.e. count windows, time windows, window joins and patterns without a key, on the driver once
     # per micro-batch; patterns with a key in Spark's stateful operator, over key buckets), "driver"
@@ -262,6 +268,7 @@ class RunConfig:
         choice(self, "plan", PLANS)
         choice(self, "time_windows", TIME_WINDOW_PLANS)
         choice(self, "database_join", DATABASE_JOIN_PLANS)
+        choice(self, "patterns", PATTERN_PLANS)
         choice(self, "cores", CORE_PLANS)
         choice(self, "trigger", TRIGGERS)
         need(self.trigger == "micro-batch" or self.engine == "spark", "trigger",

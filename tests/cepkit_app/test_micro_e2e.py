@@ -31,6 +31,7 @@ def every_kind() -> Workload:
     three queries are duplicates of others, so the shared plan is checked too."""
     queries = (
         Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
+        Filter("q1s2", "S2", ("ID", "A2"), (Comparison("A2", "gt", 50.0),)),    # one pass with q1
         CountWindowAggregation("q2s", "S1", 60, 1, _aggs("s"), ("ID",)),
         CountWindowAggregation("q2t", "S2", 100, 100, _aggs("t"), ("ID",)),
         CountWindowAggregation("q2g", "S2", 50, 7, _aggs("g", ("MAX", "MEDIAN"))),

@@ -20,12 +20,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 def admitted_kind(kind: str) -> Workload:
     """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table in Spark's memory: Q1 on S1
-    (with its identical copy, planned once and copied to both streams), or J2 on S2 with a
-    condition on the table. One distinct query each: real-time mode refuses a union of branches
-    over one source (specs/TRANSLATION.md)."""
+    (with its identical copy, planned once and copied to both streams) beside a distinct filter on
+    S2 (all filters are one branch over the source), or J2 on S2 with a condition on the table.
+    Real-time mode refuses a union of branches over one source (specs/TRANSLATION.md)."""
     if kind == "Q1":
         queries = (Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
-                   Filter("q1b", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)))
+                   Filter("q1b", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
+                   Filter("q1c", "S2", ("ID", "A2"), (Comparison("A2", "gt", 50.0),)))
     else:
         queries = (TableJoin("j2", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
                              (Comparison("T.T2", "gt", 30.0),)),)

@@ -5,6 +5,7 @@ a tidy, importable program for every engine; a run's output log is validated aga
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 
 import numpy as np
@@ -57,7 +58,12 @@ def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_pa
         path = write_program(text, tmp_path / w.name / "program.py")
         literals = program_literals(path)
         assert [q["id"] for q in literals["QUERIES"]] == [q.id for q in w.queries]
-        assert list(literals["QUERIES"]) == [query_literal(q) for q in w.queries]
+        # The program holds each query's literal; Spark's translator may name another plan of its kind
+        # (a keyed all-all pattern as a join: run.patterns, on by default).
+        replans = {("join_pattern", "pattern")} if engine == "spark" else set()
+        for got, want in zip(literals["QUERIES"], map(query_literal, w.queries)):
+            assert {**got, "kind": want["kind"]} == want
+            assert got["kind"] == want["kind"] or (got["kind"], want["kind"]) in replans
         translated += 1
         if engine == "flink":       # SQL for exactly the queries Flink SQL expresses
             assert set(literals["SQL"]) == {q["id"] for q in literals["QUERIES"] if flink_plan(q)[0] == "sql"}
@@ -261,3 +267,41 @@ def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
         assert f'CORES_PLAN = "{plan}"' in program
         assert ("A core run on the driver" in program) == any(where.values())
         assert ("A core in the stateful operator" in program) == (not all(where.values()))
+
+
+def test_keyed_all_all_patterns_are_an_interval_join_where_they_can_be():
+    """run.patterns = "join" plans a keyed all-all pattern (Q7) as Spark's
+    stream-stream interval self-join; the other consumption policies, a pattern without a key,
+    run.patterns = "core", and a second shuffle over the source beside it keep the pattern core;
+    real-time mode refuses the pattern either way (specs/TRANSLATION.md)."""
+    from kit.workload import Pattern
+    from translators.spark_micro import joinable_pattern
+
+    spark = engine_module("spark")
+    w = next(x for x in read_suite(specs_dir() / "suites" / "patterns.xml").workloads
+             if x.name == "patterns-interval-w60s")
+    (q7,) = w.queries
+    assert isinstance(q7, Pattern) and joinable_pattern(query_literal(q7))
+    assert "join_pattern" not in spark.translate_micro(MicroTranslation(w, None))   # "core" is the default
+    program = spark.translate_micro(MicroTranslation(w, None, patterns="join"))
+    assert "'kind': 'join_pattern'" in program and "A stream-stream interval self-join" in program
+    assert "A core in the stateful operator" not in program
+    core = spark.translate_micro(MicroTranslation(w, None, patterns="core"))
+    assert "'kind': 'pattern'" in core and "join_pattern" not in core
+    join = functools.partial(MicroTranslation, patterns="join")
+    others = [dataclasses.replace(q7, consumption=c) for c in ("all-one", "one-all", "one-one")]
+    for q in [*others, dataclasses.replace(q7, key=None)]:
+        assert not joinable_pattern(query_literal(q))
+        one = dataclasses.replace(w, query_set=QuerySet("independent", (q,)))
+        assert "join_pattern" not in spark.translate_micro(join(one, None))
+    # Beside a core in the stateful operator, the join would be a second shuffle: the core runs it.
+    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
+    both = dataclasses.replace(w, query_set=QuerySet("independent", (q7, q2)))
+    assert "join_pattern" not in spark.translate_micro(join(both, None, cores="operator"))
+    assert "'kind': 'join_pattern'" in spark.translate_micro(join(both, None))   # q2 on the driver
+    with pytest.raises(CepkitError, match="Python core"):
+        spark.translate_micro(join(w, None, trigger="realtime"))
+    with pytest.raises(CepkitError, match="patterns"):
+        MicroTranslation(w, None, patterns="cep")
+    flink = engine_module("flink").translate_micro(join(w, None))
+    assert flink == engine_module("flink").translate_micro(MicroTranslation(w, None))   # Spark's setting only

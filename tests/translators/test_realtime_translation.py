@@ -54,19 +54,24 @@ def test_real_time_mode_admits_filters_and_memory_joins_and_refuses_the_rest(sui
         assert seen == {"admitted"} if suite == "filtering" else seen == {"refused"}
 
 
-def test_distinct_queries_are_refused_identical_ones_admitted():
-    """Distinct queries are a union of branches over one source, which Spark 4.3's real-time mode
-    refuses; identical ones are planned once and copied."""
+def test_one_branch_for_all_filters_and_one_per_other_distinct_query(tmp_path):
+    """Distinct filters are one branch (one pass, spark_runtime/micro_plan.py) and identical queries
+    are planned once and copied, so both run in real-time mode; a filter beside a J2 join would be
+    a union of two branches over one source, which Spark 4.3's real-time mode refuses."""
     w = read_suite(specs_dir() / "suites" / "filtering-quick.xml").workloads[0]
     (q1,) = w.queries
     twin = dataclasses.replace(q1, id="q1b")
-    other = dataclasses.replace(q1, id="q1c", where=())
+    other = dataclasses.replace(q1, id="q1c", where=(), select=("ID", "A2"))
     spark = engine_module("spark")
-    spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q1, twin))),
-                                           trigger="realtime"))
-    with pytest.raises(CepkitError, match="2 distinct queries would be a union of branches over one source"):
-        spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q1, other))),
+    for queries in ((q1, twin), (q1, other), (q1, twin, other)):
+        spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", queries)),
                                                trigger="realtime"))
+    j2w = next(x for x in read_suite(specs_dir() / "suites" / "joins-quick.xml").workloads if "j2" in x.name)
+    (j2,) = j2w.queries
+    plain = dataclasses.replace(q1, input=j2.input, select=("ID", "A1"), where=())
+    mixed = dataclasses.replace(j2w, query_set=QuerySet("independent", (j2, plain)))
+    with pytest.raises(CepkitError, match="a union of 2 branches over one source"):
+        spark.translate_micro(MicroTranslation(mixed, tmp_path / "T.parquet", trigger="realtime"))
 
 
 def test_j2_is_admitted_and_j3_refused_in_either_plan(tmp_path):

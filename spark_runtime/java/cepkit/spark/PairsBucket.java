@@ -19,29 +19,50 @@ import java.util.TreeMap;
  * nothing; one of an earlier granule, or an aggregate row of a granule that is not open, means
  * ticks out of order, and fails the query.
  *
- * <p>Its state is two records, as in pairs_bucket.py: {@code open} (the open granule and
- * periods, per P and symbol the open period's price sums and tick counts, the last prices),
- * rewritten whenever a row changed it, and {@code books} (every strategy's state), rewritten only
- * when a period closed. Both are packed little-endian byte arrays.
+ * <p>Its state (specs/TRANSLATION.md, "Pairs in real-time mode") is kept in a {@link Store} as
+ * packed little-endian byte records: {@code clock} (the open granule and the open period of each P),
+ * one {@code symbol} record per symbol (its open-period price sum and tick count per P, and its last
+ * trade price), and {@code books} (every strategy's state). A bucket reads its store once, the first
+ * time it is used ({@link #attach}), keeps the decoded state, and {@link #flush} writes back only
+ * the records that rows changed: an aggregate row changes one symbol's record, a closing clock row
+ * the clock, the closed periods' symbols and the books. Real-time mode hands a bucket its rows
+ * one or a few at a time, so rewriting a whole record per call was where its time went.
  */
 final class PairsBucket {
+  /** Where a bucket's records live between runs of rows (Spark's state store, or the test's map). */
+  interface Store {
+    byte[] clock();                     // null: unset
+
+    void clock(byte[] record);
+
+    byte[] symbol(int code);            // null: unset
+
+    void symbol(int code, byte[] record);
+
+    byte[] books();                     // null: unset
+
+    void books(byte[] record);
+  }
+
   final PairsLayout.Bucket bucket;
   final long granuleMs;
   final long[] periods;          // the bucket's period lengths in ms, ascending
   final PairsBook[] books;
   final int symbols;
 
-  // The open record.
+  // The decoded state, read from the store on attach.
+  private Store store;
   long granule = -1;             // -1: none yet
   long[] openPeriods;
   long[][] sums;
   long[][] counts;
   long[] last;
-  // The books record, read when a period first closes.
-  private java.util.function.Supplier<byte[]> storedBooks;
+  // The books, read from the store when a period first closes.
   PairsBook.State[] states;
-  boolean openChanged;
-  boolean booksChanged;
+  // What rows changed since the last flush.
+  private boolean clockChanged;
+  private final boolean[] symbolChanged;
+  private boolean booksChanged;
 
   PairsBucket(PairsLayout.Bucket bucket, long granuleMs) {
     this.bucket = bucket;
@@ -62,57 +83,78 @@ final class PairsBucket {
       books[i++] = new PairsBook(e.getValue(), code);
     }
     symbols = bucket.symbols.length;
+    symbolChanged = new boolean[symbols];
   }
 
-  /** Load the open record (null: unset) before a run of rows; {@code bookRecord} gives the books
-   * record (null: unset) when a period closes. */
-  void load(byte[] open, java.util.function.Supplier<byte[]> bookRecord) {
+  /** Whether the state was read from a store already. */
+  boolean attached() {
+    return store != null;
+  }
+
+  /** Read the clock and symbol records from {@code from} (the books wait for a period to close);
+   * later flushes write there. */
+  void attach(Store from) {
+    store = from;
     int p = periods.length;
     openPeriods = new long[p];
     sums = new long[p][symbols];
     counts = new long[p][symbols];
     last = new long[symbols];
     granule = -1;
-    if (open != null) {
-      ByteBuffer b = ByteBuffer.wrap(open).order(ByteOrder.LITTLE_ENDIAN);
-      granule = b.getLong();
-      for (int i = 0; i < p; i++) {
-        openPeriods[i] = b.getLong();
-      }
-      for (long[][] m : new long[][][] {sums, counts}) {
-        for (int i = 0; i < p; i++) {
-          for (int j = 0; j < symbols; j++) {
-            m[i][j] = b.getLong();
-          }
-        }
-      }
-      for (int j = 0; j < symbols; j++) {
-        last[j] = b.getLong();
-      }
-    }
     states = null;
-    storedBooks = bookRecord;
-    openChanged = booksChanged = false;
+    clockChanged = booksChanged = false;
+    java.util.Arrays.fill(symbolChanged, false);
+    byte[] clock = from.clock();
+    if (clock == null) {
+      return;
+    }
+    ByteBuffer b = ByteBuffer.wrap(clock).order(ByteOrder.LITTLE_ENDIAN);
+    granule = b.getLong();
+    for (int i = 0; i < p; i++) {
+      openPeriods[i] = b.getLong();
+    }
+    for (int j = 0; j < symbols; j++) {
+      byte[] record = from.symbol(j);
+      if (record == null) {
+        continue;                     // no tick of it yet
+      }
+      ByteBuffer r = ByteBuffer.wrap(record).order(ByteOrder.LITTLE_ENDIAN);
+      for (int i = 0; i < p; i++) {
+        sums[i][j] = r.getLong();
+        counts[i][j] = r.getLong();
+      }
+      last[j] = r.getLong();
+    }
   }
 
-  byte[] openRecord() {
+  /** Write the records rows changed since the last flush. */
+  void flush() {
     int p = periods.length;
-    ByteBuffer b = ByteBuffer.allocate(8 * (1 + p + 2 * p * symbols + symbols)).order(ByteOrder.LITTLE_ENDIAN);
-    b.putLong(granule);
-    for (long v : openPeriods) {
-      b.putLong(v);
+    if (clockChanged) {
+      ByteBuffer b = ByteBuffer.allocate(8 * (1 + p)).order(ByteOrder.LITTLE_ENDIAN);
+      b.putLong(granule);
+      for (long v : openPeriods) {
+        b.putLong(v);
+      }
+      store.clock(b.array());
+      clockChanged = false;
     }
-    for (long[][] m : new long[][][] {sums, counts}) {
-      for (long[] row : m) {
-        for (long v : row) {
-          b.putLong(v);
+    for (int j = 0; j < symbols; j++) {
+      if (symbolChanged[j]) {
+        ByteBuffer b = ByteBuffer.allocate(8 * (2 * p + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < p; i++) {
+          b.putLong(sums[i][j]);
+          b.putLong(counts[i][j]);
         }
+        b.putLong(last[j]);
+        store.symbol(j, b.array());
+        symbolChanged[j] = false;
       }
     }
-    for (long v : last) {
-      b.putLong(v);
+    if (booksChanged) {
+      store.books(booksRecord());
+      booksChanged = false;
     }
-    return b.array();
   }
 
   private PairsBook.State[] books() {
@@ -120,7 +162,7 @@ final class PairsBucket {
       return states;
     }
     states = new PairsBook.State[books.length];
-    byte[] stored = storedBooks == null ? null : storedBooks.get();
+    byte[] stored = store.books();
     ByteBuffer b = stored == null ? null : ByteBuffer.wrap(stored).order(ByteOrder.LITTLE_ENDIAN);
     for (int i = 0; i < books.length; i++) {
       PairsBook book = books[i];
@@ -148,7 +190,7 @@ final class PairsBucket {
     return states;
   }
 
-  byte[] booksRecord() {
+  private byte[] booksRecord() {
     PairsBook.State[] st = books();
     int size = 0;
     for (PairsBook book : books) {
@@ -206,7 +248,7 @@ final class PairsBucket {
       }
       granule = g;
       openPeriods = now;
-      openChanged = true;
+      clockChanged = true;
       return;
     }
     if (g != granule) {
@@ -219,7 +261,7 @@ final class PairsBucket {
       counts[i][code] += cnt;
     }
     last[code] = price;
-    openChanged = true;
+    symbolChanged[code] = true;
   }
 
   private void close(List<Integer> closing, int code, long price, long tickTs, long ts, long ingestTs,
@@ -233,6 +275,10 @@ final class PairsBucket {
       PairsBook.Closed period = new PairsBook.Closed(sums[i].clone(), counts[i].clone(), lastAt, tickTs, ts,
           ingestTs);
       books[i].close(st[i], period, out);
+      for (int j = 0; j < symbols; j++) {
+        // A symbol with ticks in the closed period has its sums reset (one without has zeros).
+        symbolChanged[j] |= counts[i][j] != 0;
+      }
       java.util.Arrays.fill(sums[i], 0);
       java.util.Arrays.fill(counts[i], 0);
     }

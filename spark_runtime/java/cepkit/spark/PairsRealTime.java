@@ -11,6 +11,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
@@ -150,8 +151,7 @@ public final class PairsRealTime {
   static final class Processor extends StatefulProcessor<Integer, Row, Row> {
     private static final long serialVersionUID = 1L;
     private final PairsLayout layout;
-    private transient ValueState<byte[]> open;
-    private transient ValueState<byte[]> books;
+    private transient PairsBucket.Store store;
     private transient Map<Integer, PairsBucket> logic;
 
     Processor(PairsLayout layout) {
@@ -160,8 +160,44 @@ public final class PairsRealTime {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-      open = getHandle().getValueState("open", Encoders.BINARY(), TTLConfig.NONE());
-      books = getHandle().getValueState("books", Encoders.BINARY(), TTLConfig.NONE());
+      // The handles act on the key being handled, so one store serves every bucket.
+      ValueState<byte[]> clock = getHandle().getValueState("clock", Encoders.BINARY(), TTLConfig.NONE());
+      MapState<Integer, byte[]> symbols = getHandle().getMapState("symbols", Encoders.INT(), Encoders.BINARY(),
+          TTLConfig.NONE());
+      ValueState<byte[]> books = getHandle().getValueState("books", Encoders.BINARY(), TTLConfig.NONE());
+      store = new PairsBucket.Store() {
+        @Override
+        public byte[] clock() {
+          return clock.exists() ? clock.get() : null;
+        }
+
+        @Override
+        public void clock(byte[] record) {
+          clock.update(record);
+        }
+
+        @Override
+        public byte[] symbol(int code) {
+          return symbols.containsKey(code) ? symbols.getValue(code) : null;
+        }
+
+        @Override
+        public void symbol(int code, byte[] record) {
+          symbols.updateValue(code, record);
+        }
+
+        @Override
+        public byte[] books() {
+          return books.exists() ? books.get() : null;
+        }
+
+        @Override
+        public void books(byte[] record) {
+          books.update(record);
+        }
+      };
+      // A task's buckets start unattached: init runs once per task, and what a bucket keeps in
+      // memory is only valid within the task that read it from the store.
       logic = new HashMap<>();
       for (int b = 0; b < layout.keys.length; b++) {
         logic.put(layout.keys[b], new PairsBucket(layout.buckets.get(b), layout.granuleMs));
@@ -175,7 +211,9 @@ public final class PairsRealTime {
       if (bucket == null) {
         throw new IllegalStateException("pairs: no bucket has key " + key);
       }
-      bucket.load(open.exists() ? open.get() : null, () -> books.exists() ? books.get() : null);
+      if (!bucket.attached()) {
+        bucket.attach(store);
+      }
       ArrayDeque<Row> out = new ArrayDeque<>();
       PairsBook.Out sink = new PairsBook.Out() {
         @Override
@@ -192,8 +230,8 @@ public final class PairsRealTime {
               symbol, (int) price, (int) size, tickTs, ts, ingestTs));
         }
       };
-      // Rows are handled as they are pulled, so an output leaves as soon as its row came; the state
-      // is written once the key's rows are all handled.
+      // Rows are handled as they are pulled, so an output leaves as soon as its row came; what
+      // they changed is written once the key's rows are all handled.
       Iterator<Row> lazy = new Iterator<Row>() {
         private boolean stored;
 
@@ -206,12 +244,7 @@ public final class PairsRealTime {
           }
           if (out.isEmpty() && !stored) {
             stored = true;
-            if (bucket.openChanged) {
-              open.update(bucket.openRecord());
-            }
-            if (bucket.booksChanged) {
-              books.update(bucket.booksRecord());
-            }
+            bucket.flush();
           }
           return !out.isEmpty();
         }

@@ -20,8 +20,9 @@ import org.apache.spark.sql.RowFactory;
  * The real-time Pairs logic without Spark, for the tests (tests/spark_runtime/test_pairs_realtime.py):
  * ticks cut into source tasks at random (each task's {@link PairsRealTime.TickRows} starts afresh,
  * as a real-time batch's reader does), their partial rows routed by key, and each bucket fed in
- * runs of random length with its state written to bytes and read back between runs, as Spark's
- * state store keeps it.
+ * runs of random length: after each run what it changed is written to its store, and at random
+ * (and at every source task's end) the bucket is made afresh and reads its state back, as a new
+ * Spark task does from the state store.
  *
  * <pre>java -cp JAR:PYSPARK_JARS/* cepkit.spark.PairsTrace STRATEGIES.json TICKS.csv BUCKETS SEED OUT.csv</pre>
  *
@@ -47,10 +48,9 @@ public final class PairsTrace {
     Random rng = new Random(Long.parseLong(args[3]));
     PairsLayout layout = PairsLayout.fromJson(strategies, buckets, null);
     Map<Integer, PairsBucket> logic = new HashMap<>();
-    Map<Integer, byte[][]> stored = new HashMap<>();
+    Map<Integer, MemoryStore> stored = new HashMap<>();
     for (int b = 0; b < layout.keys.length; b++) {
-      logic.put(layout.keys[b], new PairsBucket(layout.buckets.get(b), layout.granuleMs));
-      stored.put(layout.keys[b], new byte[2][]);
+      stored.put(layout.keys[b], new MemoryStore());
     }
     List<String> out = new ArrayList<>();
     PairsBook.Out sink = new PairsBook.Out() {
@@ -78,26 +78,27 @@ public final class PairsTrace {
         byKey.computeIfAbsent(r.getInt(0), k -> new ArrayList<>()).add(r);
       }
       for (Map.Entry<Integer, List<Row>> e : byKey.entrySet()) {
-        PairsBucket bucket = logic.get(e.getKey());
-        byte[][] state = stored.get(e.getKey());
         List<Row> rows = e.getValue();
         int at = 0;
         while (at < rows.size()) {
           int stop = Math.min(rows.size(), at + 1 + rng.nextInt(50));
-          bucket.load(state[0], () -> state[1]);
+          // A new task reads the bucket back from its store; within one, its decoded state stays.
+          PairsBucket bucket = logic.get(e.getKey());
+          if (bucket == null || rng.nextInt(4) == 0) {
+            bucket = new PairsBucket(layout.buckets.get(e.getKey()), layout.granuleMs);  // key b: bucket b
+            logic.put(e.getKey(), bucket);
+            bucket.attach(stored.get(e.getKey()));
+          }
           for (Row r : rows.subList(at, stop)) {
             bucket.process(r.getLong(1), r.getInt(2), r.getLong(3), r.getLong(4), r.getLong(5), r.getLong(7),
                 r.getLong(8), r.getLong(9), sink);
           }
-          if (bucket.openChanged) {
-            state[0] = bucket.openRecord();
-          }
-          if (bucket.booksChanged) {
-            state[1] = bucket.booksRecord();
-          }
+          bucket.flush();
           at = stop;
         }
       }
+      // The source's task ends: so do the shuffle side's (a real-time batch ends them all).
+      logic.clear();
       start = end;
     }
     try (BufferedWriter w = Files.newBufferedWriter(Paths.get(args[4]))) {
@@ -105,6 +106,43 @@ public final class PairsTrace {
         w.write(line);
         w.newLine();
       }
+    }
+  }
+
+  /** A bucket's records as Spark's state store would keep them between tasks. */
+  private static final class MemoryStore implements PairsBucket.Store {
+    private byte[] clock;
+    private final Map<Integer, byte[]> symbols = new HashMap<>();
+    private byte[] books;
+
+    @Override
+    public byte[] clock() {
+      return clock;
+    }
+
+    @Override
+    public void clock(byte[] record) {
+      clock = record;
+    }
+
+    @Override
+    public byte[] symbol(int code) {
+      return symbols.get(code);
+    }
+
+    @Override
+    public void symbol(int code, byte[] record) {
+      symbols.put(code, record);
+    }
+
+    @Override
+    public byte[] books() {
+      return books;
+    }
+
+    @Override
+    public void books(byte[] record) {
+      books = record;
     }
   }
 
