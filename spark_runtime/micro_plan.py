@@ -49,6 +49,8 @@ from runtime_common.micro_cores import CORES, state_codec
 # Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
 # patterns with a key in the stateful operator over key buckets), "driver" (all), "operator" (all).
 CORE_PLANS = ("by-kind", "driver", "operator")
+# A pattern on its core, or (translators/spark_micro.py, run.patterns = "join") as an interval join.
+PATTERN_KINDS = ("pattern", "join_pattern")
 _STATE_SCHEMA = StructType([StructField("blob", BinaryType())])
 _AGGREGATES = {"SUM": F.sum, "AVG": F.avg, "MAX": F.max, "MIN": F.min, "STDEV": F.stddev_pop,
                "MEDIAN": F.median, "COUNT": lambda c: F.count(F.lit(1))}
@@ -109,9 +111,7 @@ def build_micro(spark, events, plan: MicroPlan):
     buckets = 2 * int(spark.conf.get("spark.sql.shuffle.partitions"))
     parts = []
     filters = [q for q in planned if q["kind"] == "filter"]
-    if len(filters) == 1:
-        parts.append(_filter(plan, events, filters[0]))
-    elif filters:
+    if filters:
         parts.append(_filters(plan, events, filters))
     for q in planned:
         if q["kind"] == "native_time_window":
@@ -189,18 +189,18 @@ def _filter(plan: MicroPlan, events, q):
 
 
 def _filters(plan: MicroPlan, events, queries):
-    """Several filters as one branch over the source: per event, one struct per query (of every
-    output column, null where the query has none) when the event passes the query's condition,
-    exploded into rows. A union of one branch per filter would read the batch from the source once
-    per filter, and real-time mode refuses a union of branches over one source."""
+    """Every filter as one branch over the source (one filter: `_filter`). Per event, one struct per
+    query (of every output column, null where the query has none) when the event passes the
+    query's condition, exploded into rows. A union of one branch per filter would read the batch
+    from the source once per filter, and real-time mode refuses a union of branches over one source."""
+    if len(queries) == 1:
+        return _filter(plan, events, queries[0])
     types = dict(f.split() for f in plan.output_fields)
-    stamps = {"stream": None, "inputTS": F.col("TS"), "ingestTS": F.col("ingestTS")}
 
     def row(q):
-        chosen = {out: F.col(field) for field, out in zip(q["select"], q["fields"])}
-        values = [(F.lit(q["id"]) if name == "stream" else stamps[name] if name in stamps
-                   else chosen.get(name, F.lit(None))).cast(types[name]).alias(name)
-                  for name in plan.out_columns]
+        chosen = {**{out: F.col(field) for field, out in zip(q["select"], q["fields"])},
+                  "stream": F.lit(q["id"]), "inputTS": F.col("TS"), "ingestTS": F.col("ingestTS")}
+        values = [chosen.get(name, F.lit(None)).cast(types[name]).alias(name) for name in plan.out_columns]
         cond = _condition(q["where"])
         if plan.multi_stream:
             cond = cond & (F.col("stream") == q["inputs"][0])
@@ -237,21 +237,19 @@ def _join_pattern(plan: MicroPlan, events, q):
     The watermark (event time `_t` = TS, delay 1 ms: TS never decreases along the feed, and an
     event with the previous batch's largest TS must not count as late) lets Spark evict an a1
     once no later a2 can be within `within` of it, and an a2 once no later a1 can precede it."""
-    stream = F.col("stream") if plan.multi_stream else F.lit("S1")
-    first, second = q["first"], q["second"]
-    events = events.withColumn("stream", stream)
-    keep = needed_columns(events.columns, [q])
-    routed = (events.where(_routed_to(q, stream)).select(*keep)
+    events = events.withColumn("stream", F.col("stream") if plan.multi_stream else F.lit("S1"))
+    stream = F.col("stream")
+    routed = (events.where(_routed_to(q, stream)).select(*needed_columns(events.columns, [q]))
               .withColumn("_t", F.timestamp_millis("TS"))
               .withWatermark("_t", "1 millisecond"))
-    a1 = routed.where((F.col("stream") == first["stream"]) & _condition(first["where"])).alias("_a1")
-    a2 = routed.where((F.col("stream") == second["stream"]) & _condition(second["where"])).alias("_a2")
+    a1 = routed.where(_is_element(q["first"], stream)).alias("_a1")
+    a2 = routed.where(_is_element(q["second"], stream)).alias("_a2")
     within = F.expr(f"INTERVAL '{q['within_ms'] / 1000:.3f}' SECOND")
     key = q["key"]
     cond = ((F.col(f"_a1.{key}") == F.col(f"_a2.{key}"))
             & (F.col("_a2._t") >= F.col("_a1._t")) & (F.col("_a2._t") < F.col("_a1._t") + within)
             & (F.col("_a1.offset") < F.col("_a2.offset")))
-    aliases = {first["alias"]: "_a1", second["alias"]: "_a2"}
+    aliases = {q["first"]["alias"]: "_a1", q["second"]["alias"]: "_a2"}
 
     def column(name: str):
         alias, _, field = name.partition(".")
@@ -347,11 +345,14 @@ def _routed_to(q, stream):
     """Whether an event goes to query q's group. A pattern's elements' Where are checked here, so an
     event that can be neither its first nor its second element never crosses the shuffle
     (predicate push-down, thesis 4.5.4); its core checks them again per element."""
-    if q["kind"] not in ("pattern", "join_pattern"):
+    if q["kind"] not in PATTERN_KINDS:
         return stream.isin(q["inputs"])
-    first, second = q["first"], q["second"]
-    return (((stream == first["stream"]) & _condition(first["where"]))
-            | ((stream == second["stream"]) & _condition(second["where"])))
+    return _is_element(q["first"], stream) | _is_element(q["second"], stream)
+
+
+def _is_element(element, stream):
+    """Whether an event can be this element of a pattern: its stream, and its Where."""
+    return (stream == element["stream"]) & _condition(element["where"])
 
 
 def _bucket(q, buckets: int):
@@ -370,7 +371,7 @@ def needed_columns(columns, queries) -> list[str]:
     the stateful operator crosses a shuffle and the JVM/Python boundary twice, so unread columns
     are dropped before it (a superset is harmless; a core never sees less than it names)."""
     named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", json.dumps(list(queries), default=str)))
-    if any(q["kind"] in ("window_join", "pattern", "join_pattern") for q in queries):
+    if any(q["kind"] in ("window_join", *PATTERN_KINDS) for q in queries):
         named.add("stream")          # they tell their inputs' events apart by it
     return [c for c in columns if c in named or c in ("TS", "offset", "ingestTS")]
 
