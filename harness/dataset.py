@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from kit.errors import at
 from kit.manifest import FILE_NAME as MANIFEST
-from kit.datafiles import Progress, csv_header, csv_value_error, first_decrease, first_line
+from kit.datafiles import Progress, csv_header, csv_value_error, first_decrease, first_line, streamed_parquet
 from kit.manifest import Manifest, read_manifest
 from kit.records import STOCK_TICK, STOCK_TICK_FILE, micro_event
 
@@ -169,7 +169,7 @@ def _read_file(ds: Dataset, f: SourceFile, chunk_rows: int) -> Iterator[pa.Recor
     types = {fld.name: fld.type for fld in schema}
     try:
         if ds.format == "parquet":
-            batches = pq.ParquetFile(f.path).iter_batches(batch_size=chunk_rows, columns=schema.names)
+            batches = streamed_parquet(f.path).iter_batches(batch_size=chunk_rows, columns=schema.names)
         else:
             # CSV blocks are sized in bytes; ~48 bytes per row keeps them near chunk_rows rows.
             batches = pacsv.open_csv(

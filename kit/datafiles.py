@@ -11,6 +11,8 @@ tick reader, so each file is read once per process and every problem is one line
   (resolved path, size, mtime_ns) so a second verification of an unchanged file costs a `stat`;
   `sha256_of` and `parquet_rows` (from the footer) use the same caches;
 - `CsvRecordCounter` counts records as pyarrow's CSV reader sees them (quoted line breaks);
+- `streamed_parquet(path)` opens a Parquet file to be read batch by batch without keeping what
+  it has read (the feed, the validator's tick reader);
 - `csv_value_error`, `csv_header`, `first_decrease` and `first_line` turn a reader's failure or a
   time column going backwards into a message that names the file, the line and the column.
 """
@@ -68,6 +70,17 @@ def parquet_rows(path: Path, ident: tuple[str, int, int] | None = None) -> int:
     if ident is not None:
         _remember(_PARQUET_ROWS, ident, rows)
     return rows
+
+
+def streamed_parquet(path: Path):
+    """A `pyarrow.parquet.ParquetFile` for reading once, batch by batch, in flat memory.
+
+    pyarrow's default `pre_buffer=True` caches every row group's compressed bytes until the reader
+    is gone (apache/arrow#39808: the cache has no eviction), so a feed replaying a one-file dataset
+    grew by the whole file over the run: 2.3 bytes per event, +2.6 GiB/h, in the SF 512 standard
+    run. Without it, a batch's pages are read when the batch is."""
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(path, pre_buffer=False)
 
 
 def _remember(cache: dict, key, value) -> None:

@@ -7,11 +7,13 @@ import dataclasses
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import psutil
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
@@ -165,3 +167,22 @@ def check_secret_kept(engine_dir: Path, secret: str, *more: Path) -> None:
     assert len(files) > 20
     for path in files:
         assert secret.encode() not in path.read_bytes(), path
+
+
+def started(run_dir: Path, times: int = 1, timeout_s: float = 300) -> None:
+    """Until the engine program of the harness run `run_dir` has said `started` `times` times (its
+    stdout events, engine/logs: one per attempt)."""
+    events = run_dir / "engine" / "logs" / "engine.stdout.jsonl"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if events.is_file() and events.read_text().count('"event": "started"') >= times:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the engine program did not start {times} time(s) in {timeout_s:.0f} s")
+
+
+def java_below(pid: int) -> psutil.Process:
+    """The one JVM among `pid`'s descendants (the engine's: Spark's driver, PyFlink's gateway)."""
+    jvms = [p for p in psutil.Process(pid).children(recursive=True) if p.name() == "java"]
+    assert len(jvms) == 1, [" ".join(p.cmdline())[:120] for p in jvms]
+    return jvms[0]

@@ -22,10 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from kit.errors import CepkitError, at
-from kit.datafiles import csv_header, csv_value_error, first_decrease, first_line
+from kit.datafiles import csv_header, csv_value_error, first_decrease, first_line, streamed_parquet
 from kit.manifest import FILE_NAME, DataFile, Manifest, load_manifest
 from kit.manifest import read_manifest as read_dataset_manifest
 
@@ -103,7 +102,7 @@ def _batches_of(f: DataFile, fmt: str) -> Iterator[pa.RecordBatch]:
 
 def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
     try:
-        pf = pq.ParquetFile(path)
+        pf = streamed_parquet(path)
         schema = pf.schema_arrow
     except (OSError, pa.ArrowException) as e:
         raise at(path, None, f"not a readable Parquet file: {first_line(e)}") from None

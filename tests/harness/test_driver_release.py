@@ -109,6 +109,26 @@ def test_merge_keeps_ties_in_stream_order_across_chunk_boundaries(tmp_path, fmt)
         assert len(rows) == 20
 
 
+def test_reading_a_one_file_stream_keeps_no_memory_of_what_it_has_read(tmp_path):
+    """The feed reads a 1M-event file of 100 row groups batch by batch: pyarrow's memory stays at
+    a few batches, not the file (its default pre-buffering kept every row group read until the
+    reader was gone: the SF 512 standard run's feed grew by the whole 5 GB file)."""
+    ds = write_micro(tmp_path / "ds", {"S1": list(range(1_000_000))})
+    (path,) = ds.glob("S1-*.parquet")
+    rng = np.random.default_rng(7)          # incompressible values: the file is as big as its data
+    table = pq.read_table(path).set_column(1, "A1", pa.array(rng.random(1_000_000)))
+    pq.write_table(table, path, row_group_size=10_000)
+    file_bytes = path.stat().st_size
+    assert file_bytes > 8 << 20
+    base, peak, rows = pa.total_allocated_bytes(), 0, 0
+    for batch, _ in iter_events(open_dataset(ds, verify=False), 10_000):
+        rows += batch.num_rows
+        del batch
+        peak = max(peak, pa.total_allocated_bytes() - base)
+    assert rows == 1_000_000
+    assert peak < file_bytes / 8, (peak, file_bytes)
+
+
 def test_micro_ts_is_rebased_by_whole_alignment_periods(tmp_path):
     ds = write_micro(tmp_path / "ds", {"S1": list(range(0, 300, 3))}, start_epoch_ms=1_000_037)
     got, _, drv = play_all(DriverConfig(ds, lead_ms=50, align_ms=250))
