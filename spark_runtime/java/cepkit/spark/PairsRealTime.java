@@ -29,10 +29,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * mode admits no Python in a query:
  *
  * <ol>
- *   <li>in the source's task, each tick becomes partial rows as runtime_common/pairs_partials.py
- *   makes them, one tick at a time ({@link TickRows}): an aggregate row (count 1, sum = price) for
- *   the bucket of a monitored symbol, and at the first tick of a granule a clock row for every
- *   bucket;</li>
+ *   <li>in the source's task, the ticks become partial rows as runtime_common/pairs_partials.py
+ *   makes them ({@link TickRows}): at the first tick of a granule a clock row for every bucket,
+ *   and per monitored symbol one aggregate row of the granule's ticks (count, sum, last price),
+ *   sent before the next granule's clock rows;</li>
  *   <li>one shuffle by bucket key (keys picked to land on different shuffle partitions), then the
  *   JVM {@code transformWithState} runs each bucket's strategies ({@link Processor},
  *   {@link PairsBucket}, {@link PairsBook}) with their state in Spark's state store.</li>
@@ -91,7 +91,14 @@ public final class PairsRealTime {
     return keys;
   }
 
-  /** A tick's partial rows, one tick at a time (the iterator never reads ahead of what it hands out). */
+  /**
+   * A task's partial rows: each granule's ticks of a symbol summed into one aggregate row (count,
+   * sum, last price), sent when the granule's last tick has been seen, i.e. at the next granule's
+   * first tick, just before that tick's clock rows, or when the task's input ends. An aggregate
+   * row changes only its symbol's open-period sums, and a bucket answers only at a clock row, so
+   * summing in the source changes no output and no output's time, and the buckets get one row per
+   * symbol and granule instead of one per tick (at quick SF 32, 1.6 % as many).
+   */
   static final class TickRows implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
     private final PairsLayout layout;
@@ -102,14 +109,39 @@ public final class PairsRealTime {
 
     @Override
     public Iterator<Row> call(Iterator<Row> ticks) {
+      int[] base = new int[layout.keys.length];
+      int slots = 0;
+      for (int b = 0; b < base.length; b++) {
+        base[b] = slots;
+        slots += layout.buckets.get(b).symbols.length;
+      }
+      int[] bucketOf = new int[slots];
+      int[] localOf = new int[slots];
+      for (int b = 0; b < base.length; b++) {
+        for (int j = 0; j < layout.buckets.get(b).symbols.length; j++) {
+          bucketOf[base[b] + j] = b;
+          localOf[base[b] + j] = j;
+        }
+      }
+      int size = slots;
       return new Iterator<Row>() {
         private final ArrayDeque<Row> queued = new ArrayDeque<>();
         private long lastGranule = Long.MIN_VALUE;
+        // The open granule's sums per (bucket, symbol) slot, and the slots it touched in order.
+        private final long[] count = new long[size];
+        private final long[] sum = new long[size];
+        private final long[] price = new long[size];
+        private final long[] offset = new long[size];
+        private final int[] touched = new int[size];
+        private int touchedN;
 
         @Override
         public boolean hasNext() {
           while (queued.isEmpty() && ticks.hasNext()) {
             expand(ticks.next());
+          }
+          if (queued.isEmpty()) {
+            sendSums();                 // the input has ended
           }
           return !queued.isEmpty();
         }
@@ -124,24 +156,42 @@ public final class PairsRealTime {
 
         private void expand(Row t) {
           String symbol = t.getString(0);
-          long price = t.getInt(1);
+          long p = t.getInt(1);
           long tickTs = t.getLong(2);
           long g = Math.floorDiv(tickTs, layout.granuleMs);
           int[] place = layout.placeOf.get(symbol);
           if (g != lastGranule) {
+            sendSums();
             // The first tick of a granule (or of this task, which a bucket that saw it ignores):
             // every bucket's clock.
             for (int b = 0; b < layout.keys.length; b++) {
               int local = place != null && place[0] == b ? place[1] : -1;
-              queued.add(RowFactory.create(layout.keys[b], g, local, 0L, 0L, price, t.getLong(4), tickTs,
+              queued.add(RowFactory.create(layout.keys[b], g, local, 0L, 0L, p, t.getLong(4), tickTs,
                   t.getLong(3), t.getLong(5)));
             }
             lastGranule = g;
           }
           if (place != null) {
-            queued.add(RowFactory.create(layout.keys[place[0]], g, place[1], 1L, price, price, t.getLong(4), 0L, 0L,
-                0L));
+            int slot = base[place[0]] + place[1];
+            if (count[slot] == 0) {
+              touched[touchedN++] = slot;
+            }
+            count[slot]++;
+            sum[slot] += p;
+            price[slot] = p;
+            offset[slot] = t.getLong(4);
           }
+        }
+
+        private void sendSums() {
+          for (int i = 0; i < touchedN; i++) {
+            int slot = touched[i];
+            queued.add(RowFactory.create(layout.keys[bucketOf[slot]], lastGranule, localOf[slot], count[slot],
+                sum[slot], price[slot], offset[slot], 0L, 0L, 0L));
+            count[slot] = 0;
+            sum[slot] = 0;
+          }
+          touchedN = 0;
         }
       };
     }
