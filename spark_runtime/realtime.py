@@ -77,7 +77,8 @@ def start_realtime(df, streams: Mapping[str, Sequence[str]], *, sink_host: str, 
 def realtime_query(spark, df, streams: Mapping[str, Sequence[str]], *, driver: tuple[str, int],
                    sink: tuple[str, int], secret: str | None, checkpoint: str, batch_ms: int, name: str):
     """The output counter and the query's Restarter (spark_runtime/watch.py) of a real-time run:
-    started when the first batch's reader has asked the driver for events; a restarted query's
+    started when its first batch has ended and the next one's reader has asked the driver for
+    events (spark_runtime/watch.py wait_driver_read); a restarted query's
     epochs differ from this attempt's."""
     from kit.wire.feed_client import DriverClient
     from spark_runtime.watch import Restarter, wait_driver_read

@@ -107,12 +107,19 @@ def _trigger_active(query) -> bool:
 
 
 def wait_driver_read(query, driver: DriverClient, timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Real-time mode's readiness: its first batch's reader has asked the driver for events (its
-    long-running task is up). A real-time batch never waits for data between batches, so the
-    micro-batch sign (`_wait_ready`) does not come."""
+    """Real-time mode's readiness: its first batch has ended and the next batch's reader has
+    asked the driver for events. A real-time batch never waits for data between batches, so the
+    micro-batch sign (`_wait_ready`) does not come; and the first boundary between batches is the
+    costly one (the first commit, the next batch planned and launched the first time: events
+    released during it waited ~0.6 s, against 0.1-0.35 s at later boundaries), so like the
+    micro-batch program's, the query is ready once it runs as it will for the rest of the run."""
     deadline = time.monotonic() + timeout_s
+    reads_at_end = None
     while time.monotonic() < deadline and query.isActive:
-        if driver.stats().get("reads", 0) > 0:
+        if reads_at_end is None:
+            if query.lastProgress is not None:
+                reads_at_end = driver.stats().get("reads", 0)
+        elif driver.stats().get("reads", 0) > reads_at_end:
             return
         time.sleep(0.05)
 

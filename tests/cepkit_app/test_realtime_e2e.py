@@ -50,6 +50,13 @@ def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     assert command[command.index("--trigger") + 1] == "realtime"
     # A real-time query keeps no state here, and runs no Python workers for its source.
     assert not run["resources"]["peak_state_bytes"]
+    # Started once the first batch (no event released yet) had ended: its boundary, the costly
+    # one, falls before the load (specs/ENGINE_RUN.md, "Spark's real-time mode").
+    events = [json.loads(line) for line in (engine / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    first_batch = events[kinds.index("batch")]
+    assert kinds.index("batch") < kinds.index("started")
+    assert (first_batch["batch_id"], first_batch["input_rows"]) == (0, 0)
 
 
 def test_quick_pairs_passes_in_real_time_mode(tmp_path):
