@@ -120,7 +120,7 @@ class _Run:
         write_json(logs / "spec.json", spec.to_dict())
         self.sink = SinkServer(self.dirs["outputs"], spec.output_format, host=spec.driver.host,
                                roll_rows=spec.roll_rows, streams=spec.output_schemas,
-                               replay_filter=self.engine.REPLAYS_OUTPUTS, secret=self.secret,
+                               replay_filter=self.engine.replays_outputs(spec), secret=self.secret,
                                on_refused=log_to(logs / "harness.log"))
         # The feed runs in cepkit's own environment, not the engine's.
         self.driver = DriverProcess(spec.driver, secret=self.secret, log=logs / "harness.log")

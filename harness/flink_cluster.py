@@ -219,6 +219,13 @@ def _registered(log: Path) -> bool:
         return False
 
 
+def _all_registered(doc: dict | None, workers: int) -> bool:
+    """Every TaskManager registered with its slots: the JobManager's overview counts a TaskManager
+    a moment before its slots (CI saw 2 TaskManagers and 1 slot), and a run started then would get
+    half the cluster."""
+    return bool(doc) and doc.get("taskmanagers", 0) >= workers and doc.get("slots-total", 0) >= workers
+
+
 def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S) -> ClusterInfo:
     """Start the JobManager, then the TaskManagers; return once every TaskManager is registered."""
     from harness.environments import engine_python
@@ -254,7 +261,7 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
         for i, log in enumerate(tm_logs, start=1):
             pids[_launch([sys.executable, "-I", str(KEEPER), str(directory), f"taskmanager-{i}", "--",
                           str(home / "bin" / "taskmanager.sh"), "start-foreground"], env, log, directory)] = log
-        _wait(pids, lambda: (overview(rest_url) or {}).get("taskmanagers", 0) >= spec.workers,
+        _wait(pids, lambda: _all_registered(overview(rest_url), spec.workers),
               "Flink TaskManagers", lambda: next((log for log in tm_logs if not _registered(log)), jm_log), deadline)
         info = ClusterInfo(directory, master_url, rest_url, spec.host, jm_pid, tuple(pids)[1:], jm_log, tm_logs,
                            started_ms, "flink")
@@ -318,7 +325,7 @@ def flink_cluster_status(info: ClusterInfo) -> dict:
     registered = int((doc or {}).get("taskmanagers", 0))
     if not master and not any(keepers):
         state, detail = "not running", f"its processes have exited ({STATE_FILE} is stale)"
-    elif doc and all(keepers) and all(jvms) and registered == len(keepers):
+    elif all(keepers) and all(jvms) and registered == len(keepers) and _all_registered(doc, len(keepers)):
         state, detail = "running", ""
     else:
         state = "degraded"

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="micro-batch (default), or Spark's real-time mode (spark_runtime/realtime.py)")
     ap.add_argument("--realtime-batch-ms", type=int, default=5000,
                     help="real-time mode: how long each batch runs (how often the query checkpoints)")
+    ap.add_argument("--attempt", type=int, default=1,
+                    help="the harness's attempt of this program (a restart's is 2, 3, ...): real-time mode's "
+                         "writers tag their sends with it, so the sink tells a re-run batch's answers")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--source-partitions", type=int, default=None,
                     help="offset ranges read in parallel per batch (default: the program's choice, else 1)")
@@ -292,7 +295,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             batches, restarter = realtime_query(spark, df, streams, driver=(driver_host, driver_port),
                                                 sink=(sink_host, sink_port), secret=secret,
                                                 checkpoint=args.checkpoint, batch_ms=args.realtime_batch_ms,
-                                                name=app_name)
+                                                name=app_name, attempt=args.attempt)
             marks.append(("warm_up", time.perf_counter()))      # no Python workers to start
         else:
             sink = SinkClient(sink_host, sink_port, secret=secret)

@@ -20,8 +20,9 @@ import functools
 import json
 import re
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
+
+from runtime_common.events import emit
 
 FORMAT = "cepkit_feed"
 SOURCE_CLASS = "cepkit.spark.FeedSource"
@@ -75,19 +76,29 @@ def start_realtime(df, streams: Mapping[str, Sequence[str]], *, sink_host: str, 
 
 
 def realtime_query(spark, df, streams: Mapping[str, Sequence[str]], *, driver: tuple[str, int],
-                   sink: tuple[str, int], secret: str | None, checkpoint: str, batch_ms: int, name: str):
+                   sink: tuple[str, int], secret: str | None, checkpoint: str, batch_ms: int, name: str,
+                   attempt: int = 1):
     """The output counter and the query's Restarter (spark_runtime/watch.py) of a real-time run:
     started when its first batch has ended and the next one's reader has asked the driver for
-    events (spark_runtime/watch.py wait_driver_read); a restarted query's
-    epochs differ from this attempt's."""
+    events (spark_runtime/watch.py wait_driver_read).
+
+    Each start of the query tags its writers' sends with a generation that orders every earlier
+    one below it: `attempt` (the harness's attempt of this program) x 1000 + the query's starts in
+    this program. A restarted query re-runs its last, uncommitted batch from that batch's start
+    offset, and its writers send again the answers the dead batch had sent, cut into other emits;
+    the sink's replay filter (harness/replay_filter.py) drops them by content, comparing a newer
+    generation's rows with what older ones sent since the last committed batch ended (the
+    `checkpoint` events RealTimeOutput prints)."""
     from kit.wire.feed_client import DriverClient
     from spark_runtime.watch import Restarter, wait_driver_read
 
-    tag = f"rt{uuid.uuid4().hex[:8]}"
+    starts = 0
 
     def start():
+        nonlocal starts
+        starts += 1
         return start_realtime(df, streams, sink_host=sink[0], sink_port=sink[1], secret=secret, checkpoint=checkpoint,
-                              batch_ms=batch_ms, name=name, tag=tag)
+                              batch_ms=batch_ms, name=name, tag=str(attempt * 1000 + starts))
 
     ready_client = DriverClient(driver[0], driver[1], secret=secret)
     return RealTimeOutput(spark), Restarter(spark, start, ready=lambda q: wait_driver_read(q, ready_client),
@@ -116,3 +127,11 @@ class RealTimeOutput:
         with self._lock:
             self.count = max(self.count, batch_id + 1)
         return {}
+
+    @staticmethod
+    def batch_ended(record: dict) -> None:
+        """A batch committed: what its writers sent is never sent again. Its end (the start of the
+        next batch, whose answers a restart re-sends) reaches the harness's sink as a completed
+        checkpoint, so the replay filter keeps only what was sent since."""
+        if isinstance(record.get("ended_ms"), int):
+            emit("checkpoint", trigger_ts_ms=record["ended_ms"], batch_id=record["batch_id"])

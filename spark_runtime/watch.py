@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from kit.wire.feed_client import DriverClient
 from runtime_common.events import emit, one_line
@@ -80,7 +81,17 @@ def _record(p: dict) -> dict:
     # partitions (the Pairs plan's partial aggregates).
     return {"batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
             "events": end - (start or 0) if end is not None else None,
-            "durations_ms": dict(p.get("durationMs") or {}), "state": state}
+            "durations_ms": dict(p.get("durationMs") or {}), "state": state, "ended_ms": _ended_ms(p)}
+
+
+def _ended_ms(p: dict) -> int | None:
+    """When a batch's execution ended (epoch ms): its start (`timestamp`, ISO 8601 UTC) plus its
+    `triggerExecution`; the next batch starts after it."""
+    try:
+        started = datetime.fromisoformat(str(p["timestamp"]).replace("Z", "+00:00"))
+        return round(started.timestamp() * 1000) + int(p["durationMs"]["triggerExecution"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _batch_records(query, after: int, last: dict | None = None) -> list[dict]:
@@ -97,6 +108,9 @@ def _emit_batch(record: dict, batches) -> None:
     keeps on the driver (reported beside Spark's stateful operators)."""
     timings = batches.timings(record["batch_id"])
     emit("batch", **{**record, "state": record["state"] + timings.pop("state", [])}, foreach_batch=timings)
+    ended = getattr(batches, "batch_ended", None)      # real-time mode's (spark_runtime/realtime.py)
+    if ended is not None:
+        ended(record)
 
 
 def _trigger_active(query) -> bool:

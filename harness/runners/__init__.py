@@ -6,8 +6,8 @@ A runner's `launch(spec, args, program_env)` returns a `Launch`: the command the
 file system jar). Its `sampled_extra(spec, started_event)` names processes outside the program's
 own tree whose CPU and memory count for the run (a Spark cluster's executors). For supervision
 (harness/supervision.py) a runner also names `ENGINE_JVM` (the main class of the JVM in the
-program's tree that kill-engine kills and supervision watches), `REPLAYS_OUTPUTS` (whether a
-restored job sends answers again, so the sink must filter them), `prepare_restart(spec, started)`
+program's tree that kill-engine kills and supervision watches), `replays_outputs(spec)` (whether
+a restored job sends answers again, so the sink must filter them), `prepare_restart(spec, started)`
 (clean up after a dead program, e.g. cancel its job still running on a cluster) and
 `restart_args(checkpoint, attempt, heard_checkpoint)` (the extra arguments of a restarted
 program, and what it restores). For long-run health (harness/health.py) it names

@@ -95,8 +95,11 @@ def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
 
 # The program's JVM: PyFlink's gateway, which holds the local mini-cluster (a cluster's client).
 ENGINE_JVM = "org.apache.flink.client.python.PythonGatewayServer"
-# A restored job sends again the answers of the events after its checkpoint: the sink filters them.
-REPLAYS_OUTPUTS = True
+
+
+def replays_outputs(spec: EngineRunSpec) -> bool:
+    """A restored job sends again the answers of the events after its checkpoint: the sink filters them."""
+    return True
 
 
 def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -> tuple[list[str], str | None]:

@@ -37,14 +37,17 @@ def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
 
 # The program's JVM (the driver): what kill-engine kills and supervision watches.
 ENGINE_JVM = "org.apache.spark.deploy.SparkSubmit"
-# A re-run micro-batch keeps its batch id: the sink's batch ids catch it, no replay filter.
-REPLAYS_OUTPUTS = False
+def replays_outputs(spec: EngineRunSpec) -> bool:
+    """A re-run micro-batch keeps its batch id (the sink's batch ids catch it, no replay filter);
+    a re-run real-time batch sends its answers again cut into other emits, which the sink's
+    replay filter drops by content (spark_runtime/realtime.py)."""
+    return spec.trigger == "realtime"
 
 
 def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -> tuple[list[str], str | None]:
-    """A restarted Spark program needs nothing more: its query recovers from the checkpoint
-    directory by itself."""
-    return [], "the query's checkpoint"
+    """A restarted Spark program's query recovers from the checkpoint directory by itself; its
+    attempt tags a real-time query's sends (spark_runtime/realtime.py)."""
+    return ["--attempt", str(attempt)], "the query's checkpoint"
 
 
 def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:

@@ -293,9 +293,6 @@ class RunConfig:
         need(all(isinstance(w, str) and w for w in self.fault_command), "fault_command",
              "must be a list of non-empty strings (the command and its arguments)")
         choice(self, "launch", LAUNCHES)
-        need(self.trigger == "micro-batch" or not self.faults, "faults",
-             "are not yet injected in real-time mode: a restarted real-time program's re-run batch cannot be told "
-             "from new output (specs/ENGINE_RUN.md, \"Spark's real-time mode\")")
         try:
             check_faults(parse_faults(self.faults), self.master, self.launch, self.fault_command)
         except CepkitError as e:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from kit.workload import Comparison, Filter, QuerySet, TableJoin
@@ -53,18 +55,22 @@ def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     # Started once the first batch (no event released yet) had ended: its boundary, the costly
     # one, falls before the load (specs/ENGINE_RUN.md, "Spark's real-time mode").
     events = [json.loads(line) for line in (engine / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
-    kinds = [e["event"] for e in events]
-    first_batch = events[kinds.index("batch")]
-    assert kinds.index("batch") < kinds.index("started")
+    started = next(e for e in events if e["event"] == "started")
+    first_batch = next(e for e in events if e["event"] == "batch")
     assert (first_batch["batch_id"], first_batch["input_rows"]) == (0, 0)
+    assert first_batch["ended_ms"] <= started["harness_ts_ms"]
 
 
-def test_quick_pairs_passes_in_real_time_mode(tmp_path):
+def test_quick_pairs_passes_in_real_time_mode_through_a_killed_engine(tmp_path):
     """The keyed plan in the JVM (cepkit.spark.PairsRealTime): quick SF=1 at the tests' short
-    profile, every Indicator and MarketOrder of the reference, the query run in real-time mode."""
+    profile, the query run in real-time mode, its engine JVM killed 12 s into the replay: the
+    restarted program re-runs the uncommitted batch, the sink drops the answers the dead batch
+    had sent (by content: harness/replay_filter.py), and every Indicator and MarketOrder of the
+    reference comes once."""
     run_dir = tmp_path / "run"
     proc = subprocess.run([*cepkit_command(), "pairs", "-c", str(SHORT_PAIRS), "--set", 'run.trigger="realtime"',
-                           "--out", str(run_dir)], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+                           "--fault", "kill-engine@12s", "--out", str(run_dir)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert summary["verdict"] == "PASSED"
@@ -76,3 +82,16 @@ def test_quick_pairs_passes_in_real_time_mode(tmp_path):
     assert run["status"] == "completed" and run["spec"]["trigger"] == "realtime"
     assert run["engine"]["started"]["trigger"] == "realtime"
     assert run["resources"]["peak_state_bytes"] > 0         # the buckets' state, in Spark's state store
+    (restart,) = run["restarts"]
+    assert restart["fault"] == "kill-engine@12s" and restart["outcome"] == "restarted"
+    assert run["engine_attempts"] == 2
+    command = json.loads((run_dir / "engine" / "logs" / "command.json").read_text())
+    assert "--attempt" not in command           # the first attempt's; the restart adds --attempt 2
+    events = [json.loads(line) for line in (run_dir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
+    # What the dead batch had sent (since the last committed batch ended) the re-run sent again,
+    # and the sink dropped it: none of it is in the output twice (the validator found no undue row).
+    cut = max(e["trigger_ts_ms"] for e in events if e["event"] == "checkpoint" and e["trigger_ts_ms"] < restart["died_ms"])
+    arrivals = np.concatenate([pq.read_table(f, columns=["arrivalTS"]).column(0).to_numpy()
+                               for f in (run_dir / "engine" / "outputs").glob("*.parquet")])
+    sent_by_dead_batch = int(((arrivals >= cut) & (arrivals <= restart["died_ms"])).sum())
+    assert (run["sink"]["replayed_rows_dropped"] > 0) == (sent_by_dead_batch > 0), sent_by_dead_batch

@@ -3,6 +3,7 @@ restarted Flink program restores (harness/supervision.py, harness/flink_restore.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -45,11 +46,31 @@ def test_the_jvm_watch_sees_a_vanished_jvm():
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_runner_names_its_engine_jvm_and_its_restart(engine, tmp_path):
     r = runner(engine)
-    assert r.ENGINE_JVM.startswith("org.apache.") and isinstance(r.REPLAYS_OUTPUTS, bool)
+    assert r.ENGINE_JVM.startswith("org.apache.") and isinstance(r.replays_outputs(_spec(tmp_path, engine)), bool)
     args, restored = r.restart_args(str(tmp_path / "checkpoint"), 2, None)
     assert isinstance(args, list) and (restored is None or isinstance(restored, str))
     # Nothing to clean up after a program on a local master (its engine died with it).
     assert r.prepare_restart(_spec(tmp_path, engine), {"query_id": "x", "rest_url": "http://127.0.0.1:1"}) is None
+
+
+def test_spark_filters_replays_in_real_time_mode_only(tmp_path):
+    """A re-run micro-batch keeps its batch id; a re-run real-time batch's answers come again in
+    other emits, so the sink must drop them by content."""
+    spark = runner("spark")
+    spec = _spec(tmp_path, "spark")
+    assert not spark.replays_outputs(spec)
+    assert spark.replays_outputs(dataclasses.replace(spec, trigger="realtime"))
+    assert spark.restart_args(str(tmp_path), 3, None) == (["--attempt", "3"], "the query's checkpoint")
+
+
+def test_a_real_time_batch_ends_at_its_start_plus_its_trigger_execution():
+    from spark_runtime.watch import _ended_ms
+
+    start_ms = 1_795_881_600_123                    # 2026-11-28T16:00:00.123Z
+    assert _ended_ms({"timestamp": "2026-11-28T16:00:00.123Z", "durationMs": {"triggerExecution": 5004}}) \
+        == start_ms + 5004
+    assert _ended_ms({"timestamp": "2026-11-28T16:00:00.123Z", "durationMs": {}}) is None
+    assert _ended_ms({}) is None
 
 
 def _spec(tmp_path, engine):

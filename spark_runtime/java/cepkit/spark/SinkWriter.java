@@ -46,9 +46,11 @@ import org.apache.spark.sql.types.StructType;
  * round. So a lone row leaves at once and a burst leaves in a few frames: no row waits for a timer.
  * A refused or failed send fails the task at its next row or at its end: a row is never dropped.
  *
- * <p>Each task's emits carry the epoch {@code <tag>.<batch>.<partition>.<task attempt>} and count
- * their batch ids from 0, so the sink writes each once (specs/ENGINE_RUN.md, "Spark real-time
- * mode").
+ * <p>Each task's emits carry the epoch {@code <generation>.<task attempt number>.<batch>.<partition>}
+ * and count their batch ids from 0, so the sink writes each once. The generation (the tag: the
+ * program's attempt x 1000 + the query's starts in it) and Spark's attempt number of the task order
+ * a re-run batch's sends after the dead batch's, whose answers the sink's replay filter then drops
+ * by content (harness/replay_filter.py; specs/ENGINE_RUN.md, "Spark's real-time mode").
  */
 public final class SinkWriter extends ForeachWriter<Row> {
   private static final long serialVersionUID = 1L;
@@ -84,7 +86,7 @@ public final class SinkWriter extends ForeachWriter<Row> {
   /**
    * @param schemaJson  the output DataFrame's schema ({@code df.schema.json()})
    * @param streamsJson each output stream's columns, {@code {"stream": ["col", ...]}}
-   * @param tag         what makes this program attempt's epochs unique (e.g. {@code rt1})
+   * @param tag         the generation of this start of the query: a number above every earlier start's
    */
   public SinkWriter(String host, int port, String secret, String schemaJson, String streamsJson, String tag) {
     this.host = host;
@@ -159,7 +161,7 @@ public final class SinkWriter extends ForeachWriter<Row> {
       prepare();
     }
     TaskContext task = TaskContext.get();
-    epoch = tag + "." + epochId + "." + partitionId + "." + (task == null ? 0 : task.taskAttemptId());
+    epoch = tag + "." + (task == null ? 0 : task.attemptNumber()) + "." + epochId + "." + partitionId;
     nextBatchId = 0;
     queued = new LinkedHashMap<>();
     for (String name : columns.keySet()) {
