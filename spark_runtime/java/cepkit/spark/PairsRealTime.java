@@ -97,7 +97,8 @@ public final class PairsRealTime {
    * first tick, just before that tick's clock rows, or when the task's input ends. An aggregate
    * row changes only its symbol's open-period sums, and a bucket answers only at a clock row, so
    * summing in the source changes no output and no output's time, and the buckets get one row per
-   * symbol and granule instead of one per tick (at quick SF 32, 1.6 % as many).
+   * symbol and granule instead of one per tick (at quick SF 32, whose granule is 5 s: about 10,000 rows
+   * instead of 3,015,137, 0.3 %).
    */
   static final class TickRows implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
