@@ -97,7 +97,9 @@ def test_a_long_replay_keeps_the_harness_and_the_driver_flat(events, tmp_path, m
     # oldest is deleted, the state's temporary file before it replaces the state).
     flags = {g.series.column: g.flag for g in report.series}
     assert flags["checkpoint_files"] == OK and flags["state_bytes"] == OK and flags["output_bytes"] == BY_DESIGN
-    assert after["checkpoint_files"].between(6, 8).all() and (after["checkpoint_files"] == 6).mean() > 0.5
+    # 6 files at rest (5 offsets, the state); a sample walking the directory while a batch writes
+    # one offset file and deletes another can count one less or one more (CI saw a 5 once).
+    assert after["checkpoint_files"].between(5, 8).all() and (after["checkpoint_files"] == 6).mean() > 0.5
     assert after["state_bytes"].between(64 * 1024, 128 * 1024).all()
     # The output log grew throughout; its last figure is the files the sink had written by then.
     assert df["output_bytes"].is_monotonic_increasing and after["output_bytes"].iloc[-1] > 50 * MIB
