@@ -37,6 +37,8 @@ def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:
 
 # The program's JVM (the driver): what kill-engine kills and supervision watches.
 ENGINE_JVM = "org.apache.spark.deploy.SparkSubmit"
+
+
 def replays_outputs(spec: EngineRunSpec) -> bool:
     """A re-run micro-batch keeps its batch id (the sink's batch ids catch it, no replay filter);
     a re-run real-time batch sends its answers again cut into other emits, which the sink's
