@@ -8,6 +8,10 @@ Each query kind is planned as specs/TRANSLATION.md says:
   `explode` of one row per filter an event passes), so the batch is read once, not once per filter;
 - Q3 time windows, native plan: Spark's sliding `window()` over TS with a zero-delay watermark in
   append mode (its inputTS is the window's end: Spark cannot name the event that closed it);
+- time windows (Q3, Q4) in Spark's real-time mode (`realtime_time_window`): the paned plan in the
+  JVM (cepkit.spark.WindowRealTime): pane records per group made in the source's task, merged and
+  closed by the first event of a later pane in `transformWithState`, since Spark's own aggregation
+  in that mode re-emits a window's row at every event;
 - J2 in-memory table joins: a stream-static join with the table read once and broadcast;
 - keyed all-all patterns (Q7, `join_pattern`): Spark's stream-stream interval self-join (the pairs
   the pattern's semantics define are exactly the join's), its two sides' state in RocksDB with
@@ -116,6 +120,8 @@ def build_micro(spark, events, plan: MicroPlan):
     for q in planned:
         if q["kind"] == "native_time_window":
             parts.append(_native_time_window(plan, events, q))
+        elif q["kind"] == "realtime_time_window":
+            parts.append(_realtime_time_window(plan, spark, events, q))
         elif q["kind"] == "jdbc_table_join" or (q["kind"] == "table_join" and q["storage"] == "memory"):
             parts.append(_table_join(plan, spark, events, q))
         elif q["kind"] == "table_join":
@@ -224,6 +230,21 @@ def _native_time_window(plan: MicroPlan, events, q):
     end = F.unix_millis(F.col("_w.end"))
     return out.select(F.lit(q["id"]).alias("stream"), *q["group_by"], *[a[2] for a in q["aggregates"]],
                       end.alias("windowEnd"), end.alias("inputTS"), "ingestTS")
+
+
+def _realtime_time_window(plan: MicroPlan, spark, events, q):
+    """Q3 or Q4 in real-time mode, in the JVM (cepkit.spark.WindowRealTime, specs/TRANSLATION.md):
+    each window's rows once, at the first event of a later pane, with that event's TS as inputTS.
+    The plan holds one task slot for the source and one per shuffle partition for the whole batch,
+    so the shuffle partitions are capped to the slots the source leaves."""
+    from pyspark.sql import DataFrame
+
+    slots = spark.sparkContext.defaultParallelism
+    partitions = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions")), slots - 1))
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    src = _of_stream(plan, events, q["inputs"][0])
+    jdf = spark.sparkContext._jvm.cepkit.spark.WindowRealTime.plan(src._jdf, json.dumps(q), partitions)
+    return DataFrame(jdf, spark)
 
 
 def _join_pattern(plan: MicroPlan, events, q):

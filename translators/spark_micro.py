@@ -5,7 +5,8 @@ the workload's query literals (translators/micro_literal.py) as data, and the wi
 runtime's plan (spark_runtime/micro_plan.py): filters and table joins as DataFrame operators, every
 other kind as a core (runtime_common/micro_cores/) on the driver or inside one
 `transformWithStateInPandas` operator (run.cores). The translator decides each query's plan (`kind`: Q3 on Spark's window(),
-J3 through JDBC, a keyed all-all pattern as a stream-stream interval join); specs/TRANSLATION.md
+J3 through JDBC, a keyed all-all pattern as a stream-stream interval join, a time window in real-time
+mode as the JVM's paned plan); specs/TRANSLATION.md
 says why each kind is planned the way it is.
 """
 
@@ -24,18 +25,18 @@ from translators.request import MicroTranslation
 STATEFUL_KINDS = ("count_window", "time_window", "window_join", "pattern")
 # A keyed all-all pattern planned as Spark's stream-stream interval self-join (run.patterns = "join").
 JOIN_PATTERN = "join_pattern"
+# A time window (Q3 or Q4) in real-time mode: the JVM's paned plan (cepkit.spark.WindowRealTime), since
+# Spark's own aggregation in that mode re-emits a window's row at every event that changes it.
+REALTIME_WINDOW = "realtime_time_window"
 _SPARK_TYPES = {"int": "int", "long": "long", "double": "double"}
 # Why real-time mode cannot run a kind (specs/TRANSLATION.md, "Real-time mode"): its plan needs an
 # operator the mode's allow-list (RealTimeModeAllowlist, Spark 4.3) does not hold. Filters and the
-# in-memory table join (a broadcast stream-static join) are admitted.
+# in-memory table join (a broadcast stream-static join) are admitted, and time windows (Q3, Q4) run
+# as REALTIME_WINDOW.
 _NOT_REAL_TIME = {
     "count_window": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
     "window_join": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
     "pattern": "runs on a Python core (runtime_common/micro_cores), and real-time mode allows no Python",
-    "time_window": "needs its aggregate once, when the window closes (specs/SEMANTICS.md); real-time mode "
-                   "aggregates in update mode, re-emitting a window's row at every event",
-    "native_time_window": "needs its aggregate once, when the window closes (specs/SEMANTICS.md); real-time mode "
-                          "aggregates in update mode, re-emitting a window's row at every event",
     "database_table_join": "looks its keys up in PostgreSQL from Python (mapInPandas), and real-time mode allows "
                            "no Python",
     "jdbc_table_join": "re-reads the table in every micro-batch, which a real-time batch (seconds long) does not do",
@@ -94,7 +95,9 @@ def translate_micro(req: MicroTranslation) -> str:
     literals = [query_literal(q) for q in w.queries]
     for q in literals:
         # Q3 on Spark's own window(); Q4 keeps the paned core (its plan is the point of Q4).
-        if req.time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
+        if req.trigger == "realtime" and q["kind"] == "time_window":
+            q["kind"] = REALTIME_WINDOW
+        elif req.time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
             q["kind"] = "native_time_window"
         if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
             q["kind"] = "jdbc_table_join"
@@ -145,6 +148,7 @@ def plan_lines(literals: list[dict], cores: str = "operator") -> list[str]:
     """How each query is planned, for the program's docstring (spark_runtime/micro_plan.py)."""
     groups = (("Plain DataFrame operators", ("filter", "native_time_window")),
               ("A stream-stream interval self-join (state in RocksDB)", (JOIN_PATTERN,)),
+              ("The paned window in the JVM (cepkit.spark.WindowRealTime)", (REALTIME_WINDOW,)),
               ("Stream-static joins with the table", ("jdbc_table_join", "memory_table_join")),
               ("Per-batch key lookups in PostgreSQL (J3)", ("table_join",)),
               ("A core in the stateful operator", tuple(STATEFUL_KINDS)),

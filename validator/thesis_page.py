@@ -17,6 +17,10 @@ and `figures/*.png`:
 (c) **Section 4.5.2 (Figure 4.5)**: Q2's maximum sustainable throughput against the count
     window's size, sliding and tumbling, one line per engine and function, from
     `cepkit micro --suite count-windows --sustainable` runs.
+(d) **The standard runs in detail**: for each two-hour run of (a), from its validation summary, the
+    per-phase table (each phase's input rate, MarketOrder count, p50 and p99 with its interval) and
+    the long-run health (each sampled series' level and growth per hour after the warm-up, flagged
+    when it grows).
 
 The thesis prints its Figures 4.5 and 4.15 as charts without numbers, so (b) and (c) carry the
 thesis's words on them (`THESIS_NOTES`) rather than values. A point from a quick suite (not the
@@ -42,6 +46,8 @@ from kit.jsonfile import read_json_object
 from kit.workload import read_suite
 from validator import plots
 from validator.compare_runs import REPEAT_DOC, RunFigures, _config, _get, pairs_figures, read_repeat, spread
+from validator.health import amount_text
+from validator.latency import LatencyStats
 from validator.order_stats import percentile_text
 from validator.report_page import _jsonable, data_uri, environment
 
@@ -341,7 +347,74 @@ def _micro_rows(points: Sequence[MicroPoint]) -> list[dict]:
     return out
 
 
-def markdown(table: list[dict], micro: list[dict]) -> str:
+def _phase_row(p: dict, where: Path) -> dict:
+    stats = (p.get("streams") or {}).get("MarketOrder")
+    try:
+        st = None if stats is None else LatencyStats(**stats)
+    except (TypeError, CepkitError) as e:
+        raise CepkitError(f"{where}: phase {p.get('name')!r}: MarketOrder latency: {e}") from None
+    rate = p.get("input_rate_eps")
+    secs = lambda ms: f"{ms / 1000:,.0f}"  # noqa: E731
+    return {"phase": p["name"] + (" *" if p.get("measured") else ""),
+            "sim_s": f"{secs(p['start_ms'])}–{secs(p['end_ms'])}",
+            "input": ("–" if rate is None else f"{rate:,.0f}") +
+                     f" ({p['nominal_start_eps']:,.0f}→{p['nominal_end_eps']:,.0f})",
+            "orders": "–" if st is None else f"{st.count:,}",
+            "p50": "–" if st is None or st.empty else f"{st.p50_ms:,}",
+            "p99": "–" if st is None else percentile_text(st.percentile("p99"), "orders", unit="", short=True)}
+
+
+def _health_rows(h: dict) -> list[dict]:
+    rows = []
+    for g in h.get("series") or []:
+        pct, growth = g.get("growth_pct_per_h"), g.get("growth_per_h")
+        rows.append({"label": g["label"], "level": amount_text(g.get("level"), g["unit"]),
+                     "growth": "–" if growth is None else amount_text(growth, g["unit"], True) + "/h",
+                     "pct": "–" if pct is None else f"{pct:+,.1f} %".replace("-", "−"), "flag": g["flag"]})
+    return rows
+
+
+def run_details(rows: Sequence[PairsRow]) -> list[dict]:
+    """Section (d): each standard run's per-phase table and health, from its report/summary.json."""
+    out = []
+    for r in rows:
+        if not r.profile.startswith("standard (2 h)"):
+            continue
+        for run in r.runs:
+            where = run.run_dir / "report" / "summary.json"
+            if not where.exists():
+                continue
+            doc = read_json_object(where, what="a validation summary")
+            h = doc.get("health") or {}
+            note = ("no health samples" if not h else
+                    f"{h['samples']:,} samples every {h['interval_s']:g} s over {h['span_s'] / 3600:.2f} h; growth "
+                    f"fitted over the {h['fit_span_s'] / 3600:.2f} h after a {h['warmup_fraction']:.0%} warm-up, "
+                    f"flagged above {h['relative_per_h']:.0%} of the level per hour")
+            p99 = "–" if run.p99 is None else percentile_text(run.p99, "orders")
+            out.append({"title": f"cepkit on {run.engine}, SF {run.scale_factor}",
+                        "summary": f"{run.verdict}; MarketOrder {p99}; pscore {'–' if run.pscore is None else f'{run.pscore:,.2f}'}",
+                        "source": str(run.run_dir), "phases": [_phase_row(p, where) for p in doc.get("phases") or []],
+                        "health": _health_rows(h), "health_note": note})
+    return out
+
+
+def _details_markdown(details: list[dict]) -> list[str]:
+    lines = []
+    for d in details:
+        lines += [f"### {d['title']}", "", d["summary"] + ".", "",
+                  "| phase | sim s | input ev/s (nominal) | MarketOrder n | p50 ms | p99 ms |", "|---|---|---|---|---|---|"]
+        lines += [f"| {p['phase']} | {p['sim_s']} | {p['input']} | {p['orders']} | {p['p50']} | {p['p99']} |"
+                  for p in d["phases"]]
+        lines += ["", "(* = measured: the pscore's interval.)", ""]
+        if d["health"]:
+            lines += ["| series | level | growth per hour | | flag |", "|---|---|---|---|---|"]
+            lines += [f"| {h['label']} | {h['level']} | {h['growth']} | {h['pct']} | {h['flag']} |" for h in d["health"]]
+            lines += [""]
+        lines += [f"Health: {d['health_note']}.", ""]
+    return lines
+
+
+def markdown(table: list[dict], micro: list[dict], details: list[dict] = ()) -> str:
     lines = ["## Table 7.1 redone", "", "| SF | who | profile | strategies | MarketOrder p99 | pscore | verdict |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['sf']} | {r['who']} | {r['profile']} | {r['strategies']} | {r['p99']} | {r['pscore']} | "
@@ -353,6 +426,8 @@ def markdown(table: list[dict], micro: list[dict]) -> str:
         lines += [f"| {m['suite']} | {m['experiment']} | {m['workload']} | {m['engine']} | {m['params']} | {m['eps']} | "
                   f"{m['flags']} |" for m in micro]
         lines += ["", THESIS_NOTES["q7"], "", THESIS_NOTES["count"], ""]
+    if details:
+        lines += ["## The standard runs in detail", ""] + _details_markdown(list(details))
     return "\n".join(lines) + "\n"
 
 
@@ -360,7 +435,7 @@ def write_thesis_page(inputs: ThesisInputs, out_dir: str | Path) -> Path:
     """Write results.html, results.md, results.json and figures/ into the new `out_dir`."""
     staged = StagedDir(out_dir)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    table, micro = _table_rows(inputs), _micro_rows(inputs.micro)
+    table, micro, details = _table_rows(inputs), _micro_rows(inputs.micro), run_details(inputs.pairs)
     with staged as tmp:
         figures = []
         for fid, title, draw, note in (("q7", "Q7 pattern: sustainable throughput (thesis Figure 4.15)", plot_q7, "q7"),
@@ -372,13 +447,13 @@ def write_thesis_page(inputs: ThesisInputs, out_dir: str | Path) -> Path:
                                                                 "rate; bars: the range over repeated searches.",
                                 "src": data_uri(tmp / "figures" / f"{fid}.png")})
         doc = {"kind": KIND, "schema_version": SCHEMA_VERSION, "generated": generated,
-               "table_7_1": table, "pairs": [r.to_dict() for r in inputs.pairs], "micro": micro,
+               "table_7_1": table, "pairs": [r.to_dict() for r in inputs.pairs], "micro": micro, "details": details,
                "figures": [f["file"] for f in figures], "notes": list(inputs.notes)}
         (tmp / "results.json").write_text(json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n",
                                           encoding="utf-8")
-        (tmp / "results.md").write_text(markdown(table, micro), encoding="utf-8")
+        (tmp / "results.md").write_text(markdown(table, micro, details), encoding="utf-8")
         page = environment().get_template("thesis.html.j2").render(
-            generated=generated, table=table, micro=micro, figures=figures, notes=list(inputs.notes),
+            generated=generated, table=table, micro=micro, figures=figures, notes=list(inputs.notes), details=details,
             thesis_notes=THESIS_NOTES)
         (tmp / "results.html").write_text(page, encoding="utf-8")
     return Path(out_dir) / "results.html"

@@ -101,7 +101,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "writes engine/spark-submit.sh and waits for it) (run.launch)")
     parser.add_argument("--trigger", choices=TRIGGERS,
                         help="how a Spark query runs: micro-batches (default), or Spark's real-time mode for what it "
-                             "admits (filters, the in-memory table join, Pairs' keyed plan) (run.trigger)")
+                             "admits (filters, the in-memory table join, time windows, Pairs' keyed plan) (run.trigger)")
 
 
 def add_engine_choice(parser: argparse.ArgumentParser, help_text: str) -> None:

@@ -1,7 +1,7 @@
 """Spark's real-time mode end to end (`run.trigger = "realtime"`, specs/TRANSLATION.md): the JVM feed
 source and the JVM sink writer against the real harness, on every query kind the mode admits
-(filters, a filter's identical copy, the in-memory table join) and on Pairs' keyed plan in the
-JVM, validated by the reference."""
+(filters, a filter's identical copy, the in-memory table join, a time window on the JVM's paned
+plan) and on Pairs' keyed plan in the JVM, validated by the reference."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kit.workload import Comparison, Filter, QuerySet, TableJoin
+from kit.workload import Aggregate, Comparison, Filter, QuerySet, TableJoin, TimeWindowAggregation
 from kit.workload.suite import Dataset, Load, Param, Workload
 from tests.cepkit_app.test_micro_e2e import run_micro
 from tests.helpers import SHORT_PAIRS, cepkit_command
@@ -23,12 +23,19 @@ pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 def admitted_kind(kind: str) -> Workload:
     """Two streams at 300 events/s each for 6 s, 20 IDs, a 20-row table in Spark's memory: Q1 on S1
     (with its identical copy, planned once and copied to both streams) beside a distinct filter on
-    S2 (all filters are one branch over the source), or J2 on S2 with a condition on the table.
+    S2 (all filters are one branch over the source), J2 on S2 with a condition on the table, or Q3
+    per ID on S1 (2-s windows sliding by 500 ms, MEDIAN and STDEV among its aggregates; with its
+    identical copy) on the JVM's paned plan (cepkit.spark.WindowRealTime).
     Real-time mode refuses a union of branches over one source (specs/TRANSLATION.md)."""
     if kind == "Q1":
         queries = (Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
                    Filter("q1b", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
                    Filter("q1c", "S2", ("ID", "A2"), (Comparison("A2", "gt", 50.0),)))
+    elif kind == "Q3":
+        aggs = (Aggregate("AVG", "A1", "avgA1"), Aggregate("STDEV", "A2", "sdA2"), Aggregate("MEDIAN", "A1", "medA1"),
+                Aggregate("COUNT", None, "n"))
+        queries = (TimeWindowAggregation("q3", "S1", 2000, 500, aggs, ("ID",)),
+                   TimeWindowAggregation("q3b", "S1", 2000, 500, aggs, ("ID",)))
     else:
         queries = (TableJoin("j2", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
                              (Comparison("T.T2", "gt", 30.0),)),)
@@ -37,7 +44,7 @@ def admitted_kind(kind: str) -> Workload:
                     Load("constant", 300.0, 6000), QuerySet("independent", queries), (Param("trigger", "realtime"),))
 
 
-@pytest.mark.parametrize("kind", ["Q1", "J2"])
+@pytest.mark.parametrize("kind", ["Q1", "J2", "Q3"])
 def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     workload = admitted_kind(kind)
     proc, run_dir = run_micro(workload, "spark", tmp_path, 'run.trigger="realtime"', "run.realtime_batch_ms=3000")
@@ -50,8 +57,8 @@ def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     assert (run["spec"]["trigger"], run["spec"]["realtime_batch_ms"]) == ("realtime", 3000)
     command = json.loads((engine / "logs" / "command.json").read_text())
     assert command[command.index("--trigger") + 1] == "realtime"
-    # A real-time query keeps no state here, and runs no Python workers for its source.
-    assert not run["resources"]["peak_state_bytes"]
+    # Filters and the in-memory join keep no state; the time window's pane records are in Spark's state store.
+    assert bool(run["resources"]["peak_state_bytes"]) == (kind == "Q3")
     # Started once the first batch (no event released yet) had ended: its boundary, the costly
     # one, falls before the load (specs/ENGINE_RUN.md, "Spark's real-time mode").
     events = [json.loads(line) for line in (engine / "logs" / "engine.stdout.jsonl").read_text().splitlines()]

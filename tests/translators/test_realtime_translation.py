@@ -1,7 +1,8 @@
 """Spark's real-time mode at translation (specs/TRANSLATION.md, "Real-time mode"): a workload is
 admitted only when every query's plan is made of operators the mode allows (filters, the in-memory
-table join), the rest is refused in one line naming the query and why; Pairs runs on its keyed
-plan only; the setting is Spark's only, and a real-time run hands the program its trigger."""
+table join, time windows on the JVM's paned plan), the rest is refused in one line naming the
+query and why; Pairs runs on its keyed plan only; the setting is Spark's only, and a real-time run
+hands the program its trigger."""
 
 from __future__ import annotations
 
@@ -24,34 +25,64 @@ from translators.request import MicroTranslation, PairsTranslation
 SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
 
 
-def _admitted(w) -> bool:
-    return all(type(q).__name__ == "Filter" or (type(q).__name__ == "TableJoin" and q.storage == "memory")
-               for q in w.queries)
+PLAIN = ("Filter", "TableJoin")          # admitted as they are (J3 only when in memory)
+WINDOWS = ("TimeWindowAggregation", "TwoLevelAggregation")      # admitted on the JVM's paned plan
+
+
+def _admitted(q) -> bool:
+    name = type(q).__name__
+    return name in WINDOWS or name == "Filter" or (name == "TableJoin" and q.storage == "memory")
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_real_time_mode_admits_filters_and_memory_joins_and_refuses_the_rest(suite, tmp_path):
+def test_real_time_mode_admits_filters_memory_joins_and_time_windows_and_refuses_the_rest(suite, tmp_path):
     seen = set()
     for w in read_suite(specs_dir() / "suites" / f"{suite}-quick.xml").workloads:
         table = tmp_path / "T.parquet" if any(type(q).__name__ == "TableJoin" for q in w.queries) else None
         req = MicroTranslation(w, table, trigger="realtime")
         micro = engine_module("spark").translate_micro(MicroTranslation(w, table))
-        if _admitted(w):
-            # The program is the micro-batch one: the trigger is the run's, handed over at launch.
-            assert engine_module("spark").translate_micro(req) == micro
-            seen.add("admitted")
+        if all(_admitted(q) for q in w.queries):
+            program = engine_module("spark").translate_micro(req)
+            if any(type(q).__name__ in WINDOWS for q in w.queries):
+                # A time window's real-time plan is the JVM's paned one (cepkit.spark.WindowRealTime).
+                assert "'kind': 'realtime_time_window'" in program and "cepkit.spark.WindowRealTime" in program
+                assert program != micro
+                seen.add("windows")
+            else:
+                # The program is the micro-batch one: the trigger is the run's, handed over at launch.
+                assert program == micro
+                seen.add("admitted")
             continue
         with pytest.raises(CepkitError) as e:
             engine_module("spark").translate_micro(req)
         msg = str(e.value)
         assert "\n" not in msg and f"workload {w.name}: not runnable in Spark's real-time mode" in msg
-        first = next(q for q in w.queries if not (type(q).__name__ == "Filter" or (
-            type(q).__name__ == "TableJoin" and q.storage == "memory")))
+        first = next(q for q in w.queries if not _admitted(q))
         assert f"query {first.id} (" in msg
-        assert any(why in msg for why in ("Python core", "update mode", "PostgreSQL", "re-reads the table"))
+        assert any(why in msg for why in ("Python core", "PostgreSQL", "re-reads the table"))
         seen.add("refused")
-    if suite in ("filtering", "count-windows", "time-windows", "patterns"):
-        assert seen == {"admitted"} if suite == "filtering" else seen == {"refused"}
+    expected = {"filtering": {"admitted"}, "time-windows": {"windows"}, "count-windows": {"refused"},
+                "patterns": {"refused"}}
+    if suite in expected:
+        assert seen == expected[suite]
+
+
+def test_time_windows_in_real_time_mode_take_one_branch_each(tmp_path):
+    """A time window is one branch over the source: beside a filter or another distinct window it
+    would be a union, which Spark 4.3's real-time mode refuses; its identical copy is planned once."""
+    w = read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads[0]
+    (q3,) = w.queries
+    spark = engine_module("spark")
+    twin = dataclasses.replace(q3, id="q3b")
+    spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q3, twin))),
+                                           trigger="realtime"))
+    other = dataclasses.replace(q3, id="q3c", range_ms=2 * q3.range_ms)
+    with pytest.raises(CepkitError, match="a union of 2 branches over one source"):
+        spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q3, other))),
+                                               trigger="realtime"))
+    # run.time_windows = "native" is the micro-batch plan's choice; in real-time mode the JVM's.
+    native = spark.translate_micro(MicroTranslation(w, time_windows="native", trigger="realtime"))
+    assert "'kind': 'realtime_time_window'" in native
 
 
 def test_one_branch_for_all_filters_and_one_per_other_distinct_query(tmp_path):

@@ -103,28 +103,32 @@ public final class PairsRealTime {
   static final class TickRows implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
     private final PairsLayout layout;
+    // A (bucket, symbol) slot per monitored symbol: bucket b's symbols from base[b] on.
+    private final int[] base;
+    private final int[] bucketOf;
+    private final int[] localOf;
 
     TickRows(PairsLayout layout) {
       this.layout = layout;
-    }
-
-    @Override
-    public Iterator<Row> call(Iterator<Row> ticks) {
-      int[] base = new int[layout.keys.length];
+      base = new int[layout.keys.length];
       int slots = 0;
       for (int b = 0; b < base.length; b++) {
         base[b] = slots;
         slots += layout.buckets.get(b).symbols.length;
       }
-      int[] bucketOf = new int[slots];
-      int[] localOf = new int[slots];
+      bucketOf = new int[slots];
+      localOf = new int[slots];
       for (int b = 0; b < base.length; b++) {
         for (int j = 0; j < layout.buckets.get(b).symbols.length; j++) {
           bucketOf[base[b] + j] = b;
           localOf[base[b] + j] = j;
         }
       }
-      int size = slots;
+    }
+
+    @Override
+    public Iterator<Row> call(Iterator<Row> ticks) {
+      int size = bucketOf.length;
       return new Iterator<Row>() {
         private final ArrayDeque<Row> queued = new ArrayDeque<>();
         private long lastGranule = Long.MIN_VALUE;
