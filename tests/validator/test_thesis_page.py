@@ -94,6 +94,18 @@ def test_table_7_1_puts_our_runs_beside_the_thesis(runs, tmp_path):
     assert html.count('<img src="data:image/png;base64,') == 2
     md = (page.parent / "results.md").read_text()
     assert "| 1 | thesis engine X | standard (2 h) | 25 | 63 ms | 47.62 |" in md
+    # (d): each standard run in detail, from its validation summary: per phase and its health.
+    details = doc["details"]
+    assert [d["title"] for d in details] == ["cepkit on flink, SF 1", "cepkit on spark, SF 1"]
+    summary = json.loads((pairs["spark"] / "report" / "summary.json").read_text())
+    phases = details[1]["phases"]
+    assert [p["phase"].rstrip(" *") for p in phases] == [p["name"] for p in summary["phases"]]
+    assert [p["phase"].endswith(" *") for p in phases] == [p["measured"] for p in summary["phases"]]
+    mo = [p["streams"]["MarketOrder"]["count"] for p in summary["phases"]]
+    assert [p["orders"] for p in phases] == [f"{n:,}" for n in mo] and sum(mo) > 0
+    assert details[1]["summary"].startswith("PASSED; MarketOrder p99 = ")
+    assert "## The standard runs in detail" in md and "### cepkit on spark, SF 1" in md
+    assert "The standard runs in detail" in html and html.count("<h3>") == 2
 
 
 def test_micro_points_carry_the_thesis_parameters(runs):
