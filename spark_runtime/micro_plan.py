@@ -48,6 +48,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from runtime_common.micro_lookup import lookup_rows, table_fields
 from runtime_common.micro_rows import output_rows
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
+from spark_runtime.realtime import cap_shuffle_partitions
 from runtime_common.micro_cores import CORES, state_codec
 
 # Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
@@ -239,9 +240,7 @@ def _realtime_time_window(plan: MicroPlan, spark, events, q):
     so the shuffle partitions are capped to the slots the source leaves."""
     from pyspark.sql import DataFrame
 
-    slots = spark.sparkContext.defaultParallelism
-    partitions = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions")), slots - 1))
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    partitions = cap_shuffle_partitions(spark)
     src = _of_stream(plan, events, q["inputs"][0])
     jdf = spark.sparkContext._jvm.cepkit.spark.WindowRealTime.plan(src._jdf, json.dumps(q), partitions)
     return DataFrame(jdf, spark)

@@ -38,6 +38,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from runtime_common.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, STATE_RECORDS, PairsBucket
 from runtime_common.pairs_partials import PARTIAL_SCHEMA, TICK_COLUMNS, Layout
+from spark_runtime.realtime import cap_shuffle_partitions
 
 PLANS = ("keyed", "shared", "per-strategy")
 # Engine settings a Pairs program asks for (specs/TRANSLATION.md, "Where a batch's time goes"):
@@ -204,9 +205,7 @@ class PairsProgram:
 
         if self.plan != "keyed":        # the translator refuses the others
             raise ValueError(f"the {self.plan} plan has no real-time form")
-        slots = spark.sparkContext.defaultParallelism
-        partitions = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions")), slots - 1))
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        partitions = cap_shuffle_partitions(spark)
         rows = json.dumps([list(s) for s in self.strategies.rows])
         jvm = spark.sparkContext._jvm
         jdf = jvm.cepkit.spark.PairsRealTime.plan(events._jdf, rows, self.buckets or partitions, partitions)

@@ -45,6 +45,16 @@ def jvm_classes_present(spark) -> bool:
         return False
 
 
+def cap_shuffle_partitions(spark) -> int:
+    """Cap the shuffle partitions of a stateful real-time plan to the task slots the source leaves
+    (each holds its slot for the whole batch: one for the source, one per shuffle partition) and
+    return the number set."""
+    slots = spark.sparkContext.defaultParallelism
+    partitions = max(1, min(int(spark.conf.get("spark.sql.shuffle.partitions")), slots - 1))
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return partitions
+
+
 def jvm_feed_stream(spark, host: str, port: int, secret: str | None = None, **options):
     """The streaming DataFrame of the driver's events, read by the JVM source: the same columns
     and offsets as spark_runtime/source.py's (the driver's columns, then offset and ingestTS)."""

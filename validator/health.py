@@ -304,13 +304,13 @@ def amount_text(value: float | None, unit: str, signed: bool = False) -> str:
 
 def table_rows(report: HealthReport) -> list[dict]:
     """The health table's rows: series, level, growth per hour (and in % of the level), flag."""
-    rows = []
-    for g in report.series:
-        pct = g.growth_pct_per_h
-        growth = "–" if g.growth_per_h is None else amount_text(g.growth_per_h, g.series.unit, True) + "/h"
-        rows.append({"label": g.series.label, "column": g.series.column,
-                     "level": amount_text(g.level, g.series.unit), "growth": growth,
-                     "pct": "–" if pct is None else f"{pct:+,.1f} %".replace("-", "−"),
-                     "flag": g.flag, "flag_class": g.flag.replace(" ", "-"),
-                     "weak": report.short and g.growth_per_h is not None})
-    return rows
+    return [{**growth_cells(g.to_dict()), "flag_class": g.flag.replace(" ", "-"),
+             "weak": report.short and g.growth_per_h is not None} for g in report.series]
+
+
+def growth_cells(g: dict) -> dict:
+    """One series' cells from its `SeriesGrowth.to_dict()` (as a report's summary.json keeps it)."""
+    pct, growth = g.get("growth_pct_per_h"), g.get("growth_per_h")
+    return {"label": g["label"], "column": g["column"], "level": amount_text(g.get("level"), g["unit"]),
+            "growth": "–" if growth is None else amount_text(growth, g["unit"], True) + "/h",
+            "pct": "–" if pct is None else f"{pct:+,.1f} %".replace("-", "−"), "flag": g["flag"]}

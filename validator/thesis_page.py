@@ -46,7 +46,7 @@ from kit.jsonfile import read_json_object
 from kit.workload import read_suite
 from validator import plots
 from validator.compare_runs import REPEAT_DOC, RunFigures, _config, _get, pairs_figures, read_repeat, spread
-from validator.health import amount_text
+from validator.health import growth_cells
 from validator.latency import LatencyStats
 from validator.order_stats import percentile_text
 from validator.report_page import _jsonable, data_uri, environment
@@ -364,16 +364,6 @@ def _phase_row(p: dict, where: Path) -> dict:
             "p99": "–" if st is None else percentile_text(st.percentile("p99"), "orders", unit="", short=True)}
 
 
-def _health_rows(h: dict) -> list[dict]:
-    rows = []
-    for g in h.get("series") or []:
-        pct, growth = g.get("growth_pct_per_h"), g.get("growth_per_h")
-        rows.append({"label": g["label"], "level": amount_text(g.get("level"), g["unit"]),
-                     "growth": "–" if growth is None else amount_text(growth, g["unit"], True) + "/h",
-                     "pct": "–" if pct is None else f"{pct:+,.1f} %".replace("-", "−"), "flag": g["flag"]})
-    return rows
-
-
 def run_details(rows: Sequence[PairsRow]) -> list[dict]:
     """Section (d): each standard run's per-phase table and health, from its report/summary.json."""
     out = []
@@ -394,7 +384,7 @@ def run_details(rows: Sequence[PairsRow]) -> list[dict]:
             out.append({"title": f"cepkit on {run.engine}, SF {run.scale_factor}",
                         "summary": f"{run.verdict}; MarketOrder {p99}; pscore {'–' if run.pscore is None else f'{run.pscore:,.2f}'}",
                         "source": str(run.run_dir), "phases": [_phase_row(p, where) for p in doc.get("phases") or []],
-                        "health": _health_rows(h), "health_note": note})
+                        "health": [growth_cells(g) for g in h.get("series") or []], "health_note": note})
     return out
 
 

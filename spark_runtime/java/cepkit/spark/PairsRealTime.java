@@ -4,7 +4,6 @@ import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
-import java.util.NoSuchElementException;
 
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Dataset;
@@ -129,8 +128,7 @@ public final class PairsRealTime {
     @Override
     public Iterator<Row> call(Iterator<Row> ticks) {
       int size = bucketOf.length;
-      return new Iterator<Row>() {
-        private final ArrayDeque<Row> queued = new ArrayDeque<>();
+      return new QueuedRows<Row>(ticks) {
         private long lastGranule = Long.MIN_VALUE;
         // The open granule's sums per (bucket, symbol) slot, and the slots it touched in order.
         private final long[] count = new long[size];
@@ -141,25 +139,12 @@ public final class PairsRealTime {
         private int touchedN;
 
         @Override
-        public boolean hasNext() {
-          while (queued.isEmpty() && ticks.hasNext()) {
-            expand(ticks.next());
-          }
-          if (queued.isEmpty()) {
-            sendSums();                 // the input has ended
-          }
-          return !queued.isEmpty();
+        protected void end() {
+          sendSums();
         }
 
         @Override
-        public Row next() {
-          if (!hasNext()) {
-            throw new NoSuchElementException();
-          }
-          return queued.poll();
-        }
-
-        private void expand(Row t) {
+        protected void take(Row t) {
           String symbol = t.getString(0);
           long p = t.getInt(1);
           long tickTs = t.getLong(2);
@@ -287,29 +272,16 @@ public final class PairsRealTime {
       };
       // Rows are handled as they are pulled, so an output leaves as soon as its row came; what
       // they changed is written once the key's rows are all handled.
-      Iterator<Row> lazy = new Iterator<Row>() {
-        private boolean stored;
-
+      Iterator<Row> lazy = new QueuedRows<Row>(CollectionConverters.asJava(rows), out) {
         @Override
-        public boolean hasNext() {
-          while (out.isEmpty() && rows.hasNext()) {
-            Row r = rows.next();
-            bucket.process(r.getLong(1), r.getInt(2), r.getLong(3), r.getLong(4), r.getLong(5), r.getLong(7),
-                r.getLong(8), r.getLong(9), sink);
-          }
-          if (out.isEmpty() && !stored) {
-            stored = true;
-            bucket.flush();
-          }
-          return !out.isEmpty();
+        protected void take(Row r) {
+          bucket.process(r.getLong(1), r.getInt(2), r.getLong(3), r.getLong(4), r.getLong(5), r.getLong(7),
+              r.getLong(8), r.getLong(9), sink);
         }
 
         @Override
-        public Row next() {
-          if (!hasNext()) {
-            throw new NoSuchElementException();
-          }
-          return out.poll();
+        protected void end() {
+          bucket.flush();
         }
       };
       return CollectionConverters.asScala(lazy);

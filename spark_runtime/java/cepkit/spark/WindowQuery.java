@@ -44,6 +44,11 @@ final class WindowQuery implements Serializable {
   final int[] fieldOf;
   final String[] outFields;
   final String[] outTypes;
+  /** Per output field: a group field's index, AGGREGATE_BASE + an aggregate's, WINDOW_END or INPUT_TS. */
+  private final int[] kinds;
+  private static final int WINDOW_END = -1;
+  private static final int INPUT_TS = -2;
+  private static final int AGGREGATE_BASE = 1 << 20;
 
   WindowQuery(String id, long rangeMs, long slideMs, String[] groupBy, String[] functions, String[] aggFields,
               String[] aliases, String[] outFields, String[] outTypes) {
@@ -97,11 +102,6 @@ final class WindowQuery implements Serializable {
       }
     }
   }
-
-  private static final int WINDOW_END = -1;
-  private static final int INPUT_TS = -2;
-  private static final int AGGREGATE_BASE = 1 << 20;
-  private final int[] kinds;
 
   /** The query literal of a generated program, as JSON. */
   static WindowQuery fromJson(String json) {

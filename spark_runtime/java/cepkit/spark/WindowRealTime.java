@@ -8,7 +8,6 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.NoSuchElementException;
 
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Dataset;
@@ -111,33 +110,19 @@ public final class WindowRealTime {
     public Iterator<Row> call(Iterator<Row> events) {
       int groupsN = q.groupBy.length;
       int valuesN = q.valueFields.length;
-      return new Iterator<Row>() {
-        private final ArrayDeque<Row> queued = new ArrayDeque<>();
+      return new QueuedRows<Row>(events) {
         // The open pane's records, in the order their groups first came.
         private final Map<WindowBucket.Key, WindowPanes.Acc> open = new LinkedHashMap<>();
         private long lastPane = Long.MIN_VALUE;
         private final double[] x = new double[valuesN];
 
         @Override
-        public boolean hasNext() {
-          while (queued.isEmpty() && events.hasNext()) {
-            expand(events.next());
-          }
-          if (queued.isEmpty()) {
-            sendRecords();                 // the input has ended
-          }
-          return !queued.isEmpty();
+        protected void end() {
+          sendRecords();
         }
 
         @Override
-        public Row next() {
-          if (!hasNext()) {
-            throw new NoSuchElementException();
-          }
-          return queued.poll();
-        }
-
-        private void expand(Row e) {
+        protected void take(Row e) {
           long ts = e.getLong(0);
           long pane = Math.floorDiv(ts, q.slideMs);
           if (pane != lastPane) {
@@ -245,27 +230,15 @@ public final class WindowRealTime {
       WindowBucket.Out sink = values -> out.add(RowFactory.create(values));
       // Rows are handled as they are pulled, so an output leaves as soon as its row came; what
       // they changed is written once the key's rows are all handled.
-      Iterator<Row> lazy = new Iterator<Row>() {
-        private boolean stored;
-
+      Iterator<Row> lazy = new QueuedRows<Row>(CollectionConverters.asJava(rows), out) {
         @Override
-        public boolean hasNext() {
-          while (out.isEmpty() && rows.hasNext()) {
-            handle(bucket, rows.next(), sink);
-          }
-          if (out.isEmpty() && !stored) {
-            stored = true;
-            bucket.flush();
-          }
-          return !out.isEmpty();
+        protected void take(Row r) {
+          handle(bucket, r, sink, q);
         }
 
         @Override
-        public Row next() {
-          if (!hasNext()) {
-            throw new NoSuchElementException();
-          }
-          return out.poll();
+        protected void end() {
+          bucket.flush();
         }
       };
       return CollectionConverters.asScala(lazy);
@@ -280,10 +253,6 @@ public final class WindowRealTime {
         bucket.partial(r.getLong(1), n, unpack((byte[]) r.get(5)), unpack((byte[]) r.get(6)),
             WindowPanes.unpackValues(unpack((byte[]) r.get(7)), n, q.median));
       }
-    }
-
-    private void handle(WindowBucket bucket, Row r, WindowBucket.Out sink) {
-      handle(bucket, r, sink, q);
     }
   }
 }
