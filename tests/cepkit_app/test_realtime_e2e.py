@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kit.workload import Aggregate, Comparison, Filter, QuerySet, TableJoin, TimeWindowAggregation
+from kit.workload import (Aggregate, Comparison, Filter, QuerySet, TableJoin, TimeWindowAggregation,
+                          TwoLevelAggregation)
 from kit.workload.suite import Dataset, Load, Param, Workload
 from tests.cepkit_app.test_micro_e2e import run_micro
 from tests.helpers import SHORT_PAIRS, cepkit_command
@@ -25,7 +26,8 @@ def admitted_kind(kind: str) -> Workload:
     (with its identical copy, planned once and copied to both streams) beside a distinct filter on
     S2 (all filters are one branch over the source), J2 on S2 with a condition on the table, or Q3
     per ID on S1 (2-s windows sliding by 500 ms, MEDIAN and STDEV among its aggregates; with its
-    identical copy) on the JVM's paned plan (cepkit.spark.WindowRealTime).
+    identical copy), or Q4 per ID on S2 (3-s windows of 1-s panes), both on the JVM's paned plan
+    (cepkit.spark.WindowRealTime).
     Real-time mode refuses a union of branches over one source (specs/TRANSLATION.md)."""
     if kind == "Q1":
         queries = (Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
@@ -36,6 +38,9 @@ def admitted_kind(kind: str) -> Workload:
                 Aggregate("COUNT", None, "n"))
         queries = (TimeWindowAggregation("q3", "S1", 2000, 500, aggs, ("ID",)),
                    TimeWindowAggregation("q3b", "S1", 2000, 500, aggs, ("ID",)))
+    elif kind == "Q4":
+        aggs = (Aggregate("SUM", "A2", "sumA2"), Aggregate("STDEV", "A1", "sdA1"), Aggregate("MAX", "A1", "maxA1"))
+        queries = (TwoLevelAggregation("q4", "S2", 3000, 1000, aggs, ("ID",)),)
     else:
         queries = (TableJoin("j2", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
                              (Comparison("T.T2", "gt", 30.0),)),)
@@ -44,7 +49,7 @@ def admitted_kind(kind: str) -> Workload:
                     Load("constant", 300.0, 6000), QuerySet("independent", queries), (Param("trigger", "realtime"),))
 
 
-@pytest.mark.parametrize("kind", ["Q1", "J2", "Q3"])
+@pytest.mark.parametrize("kind", ["Q1", "J2", "Q3", "Q4"])
 def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     workload = admitted_kind(kind)
     proc, run_dir = run_micro(workload, "spark", tmp_path, 'run.trigger="realtime"', "run.realtime_batch_ms=3000")
@@ -58,7 +63,7 @@ def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     command = json.loads((engine / "logs" / "command.json").read_text())
     assert command[command.index("--trigger") + 1] == "realtime"
     # Filters and the in-memory join keep no state; the time window's pane records are in Spark's state store.
-    assert bool(run["resources"]["peak_state_bytes"]) == (kind == "Q3")
+    assert bool(run["resources"]["peak_state_bytes"]) == (kind in ("Q3", "Q4"))
     # Started once the first batch (no event released yet) had ended: its boundary, the costly
     # one, falls before the load (specs/ENGINE_RUN.md, "Spark's real-time mode").
     events = [json.loads(line) for line in (engine / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
