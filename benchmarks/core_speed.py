@@ -23,7 +23,7 @@ import pandas as pd
 
 from kit.shipped import suite_path
 from kit.workload import read_suite
-from runtime_common.micro_cores import CORES, state_codec
+from runtime_common.micro_cores import CORES, core_for, state_codec
 from translators.micro_literal import query_literal
 
 SUITES = ("count-windows", "time-windows", "joins", "patterns")
@@ -48,7 +48,7 @@ def events_for(workload, rate_eps: float, seconds: float, seed: int = 7) -> pd.D
 
 def run_core(q: dict, events: pd.DataFrame, batch_ms: int) -> tuple[int, float]:
     """(output rows, seconds) for the core over `events` in batches of `batch_ms` of event time."""
-    core = CORES[q["kind"]](q)
+    core = core_for(q)
     state = core.initial_state()
     cuts = np.searchsorted(events["TS"].to_numpy(), np.arange(0, int(events["TS"].max()) + batch_ms, batch_ms))
     rows, spent = 0, 0.0

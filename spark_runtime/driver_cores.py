@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runtime_common.micro_cores import CORES, state_codec
+from runtime_common.micro_cores import core_for, state_codec
 from runtime_common.micro_rows import output_rows, routed
 
 INPUT_STREAM = "__driver_cores_input__"
@@ -46,7 +46,7 @@ class DriverCores:
         self.copies = {rep: list(ids) for rep, ids in copies.items()}
         self.out_columns = list(out_columns)
         self.input_columns = list(input_columns)
-        self.cores = {qid: CORES[q["kind"]](q) for qid, q in self.queries.items()}
+        self.cores = {qid: core_for(q) for qid, q in self.queries.items()}
         self.directory: str | None = None
         self._states: dict | None = None      # after batch `_batch`, in memory
         self._batch: int | None = None

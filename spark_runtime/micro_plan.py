@@ -48,8 +48,10 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from runtime_common.micro_lookup import lookup_rows, table_fields
 from runtime_common.micro_rows import output_rows
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
+from runtime_common.micro_cores import CORES, core_for, state_codec
+from runtime_common.micro_cores.pattern_chunks import ChunkedPatternCore
+from spark_runtime.chunk_state import ChunkedState
 from spark_runtime.realtime import cap_shuffle_partitions
-from runtime_common.micro_cores import CORES, state_codec
 
 # Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
 # patterns with a key in the stateful operator over key buckets), "driver" (all), "operator" (all).
@@ -344,16 +346,26 @@ class MicroProcessor(StatefulProcessor):
         self.out_columns = list(out_columns)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.cores = {qid: CORES[q["kind"]](q) for qid, q in self.queries.items()}
+        self.cores = {qid: core_for(q) for qid, q in self.queries.items()}
         self.state = handle.getValueState("core", _STATE_SCHEMA)
+        # A chunked pattern core's state is stored a chunk at a time (spark_runtime/chunk_state.py).
+        self.chunked = (ChunkedState(handle) if any(isinstance(c, ChunkedPatternCore) for c in self.cores.values())
+                        else None)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         qid = key[0]
         q, core = self.queries[qid], self.cores[qid]
         events = pd.concat(list(rows), ignore_index=True).sort_values("offset", kind="stable", ignore_index=True)
-        state = state_codec.loads(self.state.get()[0]) if self.state.exists() else core.initial_state()
-        out = core.process(state, events)
-        self.state.update((state_codec.dumps(state),))
+        if isinstance(core, ChunkedPatternCore):
+            group = tuple(key)
+            state = self.chunked.load(group, core)
+            before = {c["id"] for c in state["chunks"]}
+            out = core.process(state, events)
+            self.chunked.store(group, state, before)
+        else:
+            state = state_codec.loads(self.state.get()[0]) if self.state.exists() else core.initial_state()
+            out = core.process(state, events)
+            self.state.update((state_codec.dumps(state),))
         if len(out):
             yield output_rows(q, out, events, self.out_columns)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from runtime_common.micro_cores.count_window import CountWindowCore
 from runtime_common.micro_cores.pattern import PatternCore
+from runtime_common.micro_cores.pattern_chunks import ChunkedPatternCore
 from runtime_common.micro_cores.time_window import TimeWindowCore
 from runtime_common.micro_cores.window_join import WindowJoinCore
 
@@ -30,3 +31,12 @@ CORES = {
     "window_join": WindowJoinCore,
     "pattern": PatternCore,
 }
+
+
+def core_for(q):
+    """The core that runs query literal `q`: its kind's, except a keyed pattern that never consumes
+    a candidate (ALL on the first element), whose candidates go in append-only chunks
+    (pattern_chunks.py) so a batch costs its events, not the window."""
+    if q["kind"] == "pattern" and q.get("key") and q["consumption"].startswith("all-"):
+        return ChunkedPatternCore(q)
+    return CORES[q["kind"]](q)
