@@ -22,9 +22,11 @@ from tests.spark_runtime.two_streams import bounds as _bounds, events_of as _eve
 POLICIES = ("all-all", "all-one", "one-all", "one-one")
 
 
-def _run(core_cls, q, events, how, seed=0):
-    """The core's rows over `events` in batches, the state round-tripped between them; every
-    batch's result is a DataFrame with exactly the query's columns and dtypes."""
+def _run(core_cls, q, events, how, seed=0, check_state=None):
+    """The core's rows over `events` in batches, the state round-tripped between them and checked
+    after each (`check_state(state, events seen, within)`, this module's `_check_state` by
+    default); every batch's result is a DataFrame with exactly the query's columns and dtypes."""
+    check_state = check_state or _check_state
     core = core_cls(q)
     state = round_trip(core.initial_state())
     frames, dtypes = [], [DTYPES[t] for t in q["types"]]
@@ -34,7 +36,7 @@ def _run(core_cls, q, events, how, seed=0):
         assert [str(t) for t in out.dtypes] == dtypes
         frames.append(out)
         state = round_trip(state)
-        _check_state(state, events.iloc[:b], q["within_ms"])
+        check_state(state, events.iloc[:b], q["within_ms"])
     return pd.concat(frames, ignore_index=True), state
 
 

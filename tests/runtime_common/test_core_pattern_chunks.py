@@ -6,31 +6,20 @@ chunks merged when they outnumber their cap; and `core_for` picks it for exactly
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from kit.workload import Pattern
 from runtime_common.micro_cores import ChunkedPatternCore, PatternCore, core_for
 from runtime_common.micro_cores import pattern_chunks
-from runtime_common.micro_cores.state_codec import round_trip
 from tests.runtime_common.test_core_pattern import LAYOUTS, PAT_SELECT
-from tests.spark_runtime.two_streams import BATCHINGS, DTYPES, assert_reference_rows
-from tests.spark_runtime.two_streams import bounds as _bounds, inputs as _inputs
+from tests.runtime_common.test_core_pattern import _run as run_core
+from tests.spark_runtime.two_streams import BATCHINGS, assert_reference_rows
+from tests.spark_runtime.two_streams import inputs as _inputs
 from translators.micro_literal import query_literal
 
 
 def _run(q, events, how, seed=0):
-    core = ChunkedPatternCore(q)
-    state = round_trip(core.initial_state())
-    frames, dtypes = [], [DTYPES[t] for t in q["types"]]
-    for a, b in _bounds(len(events), how, seed):
-        out = core.process(state, events.iloc[a:b])
-        assert isinstance(out, pd.DataFrame) and list(out.columns) == q["fields"]
-        assert [str(t) for t in out.dtypes] == dtypes
-        frames.append(out)
-        state = round_trip(state)
-        _check_state(state, events.iloc[:b], q["within_ms"])
-    return pd.concat(frames, ignore_index=True), state
+    return run_core(ChunkedPatternCore, q, events, how, seed, check_state=_check_state)
 
 
 def _check_state(state, seen, within):
