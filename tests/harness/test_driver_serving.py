@@ -149,6 +149,7 @@ def test_a_commit_by_time_covers_the_reads_answered_before_it_since_the_restore(
         time.sleep(0.01)                                           # the dead job's last read is before the restore
         restored = time.time_ns() // 1_000_000
         time.sleep(0.01)
+        assert c.read_end_since(restored) == 0          # a commit of 100 of them: the rest to read again
         c.read(50, 80)                                             # a restored job reads again from 50
         time.sleep(0.01)
         # Its checkpoint covers its own reads only, not the dead job's read up to 200.
@@ -156,6 +157,10 @@ def test_a_commit_by_time_covers_the_reads_answered_before_it_since_the_restore(
         c.read(80, total)
         time.sleep(0.01)
         assert c.commit_reads(time.time_ns() // 1_000_000, after_ms=restored) == total == c.stats()["committed"]
+        # A job restored once every event is committed reads nothing again: it has read them all.
+        time.sleep(0.01)
+        again = time.time_ns() // 1_000_000
+        assert c.read_end_since(again) == total
 
 
 def test_stats_report_backlog_and_lateness(ticks):
