@@ -90,18 +90,22 @@ class PatternCore:
             self._no_rows = pd.DataFrame({f: np.zeros(0, d) for f, d in zip(self.fields, self.dtypes)})
         return self._no_rows.copy()
 
+    def _roles(self, events, last_ts):
+        """(is_f, is_s, ts_ev) of a batch: which events can be the first and the second element,
+        and their TS, checked to go on in TS order after `last_ts` (None: nothing seen yet)."""
+        ts_ev = events["TS"].to_numpy(np.int64)
+        # Every search relies on TS growing with the order; a broken input must not pass as a
+        # wrong answer.
+        if (ts_ev[1:] < ts_ev[:-1]).any() or (last_ts is not None and ts_ev[0] < last_ts):
+            raise ValueError("pattern core: events must come in TS order (SEMANTICS.md section 1)")
+        streams = events["stream"].to_numpy()
+        return _pat_mask(events, streams, self.first), _pat_mask(events, streams, self.second), ts_ev
+
     def process(self, state, events):
         n = len(events)
         if n == 0:
             return self._empty()
-        streams = events["stream"].to_numpy()
-        is_f = _pat_mask(events, streams, self.first)
-        is_s = _pat_mask(events, streams, self.second)
-        ts_ev = events["TS"].to_numpy(np.int64)
-        # Every search below relies on TS growing with the order; a broken input must not pass
-        # as a wrong answer.
-        if (ts_ev[1:] < ts_ev[:-1]).any() or (len(state["ts"]) and ts_ev[0] < state["ts"][-1]):
-            raise ValueError("pattern core: events must come in TS order (SEMANTICS.md section 1)")
+        is_f, is_s, ts_ev = self._roles(events, state["ts"][-1] if len(state["ts"]) else None)
         key_ev = (events[self.key].to_numpy(np.float64) if self.key is not None
                   else np.zeros(n, np.float64))
         fi, yi = np.flatnonzero(is_f), np.flatnonzero(is_s)

@@ -35,7 +35,7 @@ and write only the new ones (spark_runtime/micro_plan.py).
 import numpy as np
 import pandas as pd
 
-from runtime_common.micro_cores.pattern import PatternCore, _pat_expand, _pat_mask
+from runtime_common.micro_cores.pattern import PatternCore, _pat_expand
 
 # Chunks beyond this many are merged (two adjacent, fewest candidates first): the per-batch lookup
 # costs a few vectorized searches per chunk.
@@ -80,13 +80,7 @@ class ChunkedPatternCore(PatternCore):
         n = len(events)
         if n == 0:
             return self._empty()
-        streams = events["stream"].to_numpy()
-        is_f = _pat_mask(events, streams, self.first)
-        is_s = _pat_mask(events, streams, self.second)
-        ts_ev = events["TS"].to_numpy(np.int64)
-        last = state["last_ts"]
-        if (ts_ev[1:] < ts_ev[:-1]).any() or (last is not None and ts_ev[0] < last):
-            raise ValueError("pattern core: events must come in TS order (SEMANTICS.md section 1)")
+        is_f, is_s, ts_ev = self._roles(events, state["last_ts"])
         key_ev = events[self.key].to_numpy(np.float64)
         fi, yi = np.flatnonzero(is_f), np.flatnonzero(is_s)
         base = state["next"]
