@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -95,7 +96,12 @@ def test_start_records_the_cluster_and_binds_only_127_0_0_1(cluster):
     assert doc["master_url"] == cluster.master_url and cluster.master_url.startswith("spark://127.0.0.1:")
     assert doc["pids"] == {"master": cluster.master_pid, "workers": list(cluster.worker_pids)}
     assert [Path(p).name for p in doc["logs"]["workers"]] == ["worker-1.log", "worker-2.log"]
-    assert "Successfully registered with master" in cluster.worker_logs[1].read_text()
+    # The master lists a worker ALIVE (what start_cluster waits for) a moment before the worker
+    # logs the master's reply; on a loaded CI machine that moment was seen to outlast the read.
+    deadline = time.monotonic() + 15
+    while "Successfully registered with master" not in cluster.worker_logs[1].read_text():
+        assert time.monotonic() < deadline, cluster.worker_logs[1].read_text()[-2000:]
+        time.sleep(0.2)
     listening = [c.laddr for pid in cluster.pids for c in psutil.Process(pid).net_connections("inet")
                  if c.status == psutil.CONN_LISTEN]
     # Master RPC + UI and each worker's RPC + UI; no REST submission server on 6066.
