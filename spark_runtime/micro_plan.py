@@ -22,8 +22,9 @@ Each query kind is planned as specs/TRANSLATION.md says:
   runtime_common/micro_cores/, run where `MicroPlan.cores` says: on the driver once per micro-batch
   (spark_runtime/driver_cores.py; the events it reads pass through to the collect), or in one
   `transformWithStateInPandas` operator, one group per query (per query and key bucket for a
-  pattern with a key). "by-kind" puts whole-stream queries on the driver, keyed patterns in the
-  operator. Events are routed to every query reading
+  pattern with a key). "by-kind" puts whole-stream queries and keyed patterns with ALL on the
+  first element (the chunked core) on the driver, keyed patterns that consume their candidates in
+  the operator (the rule of translators/spark_micro.py's on_driver). Events are routed to every query reading
   their stream (a pattern's element predicates are checked on the way, so an event neither
   element can use never crosses the shuffle) with only the columns the cores name, and sorted by
   the driver's offset inside the group, since a shuffle does not keep row order.
@@ -53,8 +54,9 @@ from runtime_common.micro_cores.pattern_chunks import ChunkedPatternCore
 from spark_runtime.chunk_state import ChunkedState
 from spark_runtime.realtime import cap_shuffle_partitions
 
-# Where the cores run: "by-kind" (whole-stream queries on the driver, spark_runtime/driver_cores.py;
-# patterns with a key in the stateful operator over key buckets), "driver" (all), "operator" (all).
+# Where the cores run: "by-kind" (whole-stream queries and keyed patterns with ALL on the first
+# element on the driver, spark_runtime/driver_cores.py; keyed patterns that consume their candidates
+# in the stateful operator over key buckets), "driver" (all), "operator" (all).
 CORE_PLANS = ("by-kind", "driver", "operator")
 # A pattern on its core, or (translators/spark_micro.py, run.patterns = "join") as an interval join.
 PATTERN_KINDS = ("pattern", "join_pattern")
@@ -132,7 +134,7 @@ def build_micro(spark, events, plan: MicroPlan):
         elif q["kind"] == "join_pattern":
             parts.append(_join_pattern(plan, events, q))
     stateful = [q for q in planned if q["kind"] in CORES]
-    on_driver = [q for q in stateful if plan.cores == "driver" or (plan.cores == "by-kind" and not _keyed(q))]
+    on_driver = [q for q in stateful if plan.cores == "driver" or (plan.cores == "by-kind" and not _consuming_keyed(q))]
     in_operator = [q for q in stateful if q not in on_driver]
     if in_operator:
         parts.append(_stateful(plan, events, in_operator, buckets))
@@ -156,6 +158,11 @@ def build_micro(spark, events, plan: MicroPlan):
 
 def _keyed(q) -> bool:
     return q["kind"] == "pattern" and bool(q.get("key"))
+
+
+def _consuming_keyed(q) -> bool:
+    """A keyed pattern on the plain core (it consumes candidates), which "by-kind" runs in the operator."""
+    return _keyed(q) and not q["consumption"].startswith("all-")
 
 
 def _driver_input(plan: MicroPlan, events, queries):

@@ -217,9 +217,10 @@ class RunConfig:
     # specs/TRANSLATION.md; the core where it cannot apply).
     patterns: str = "core"
     # Where the microbenchmark cores run (specs/TRANSLATION.md): "by-kind" (whole-stream queries,
-    # i.e. count windows, time windows, window joins and patterns without a key, on the driver once
-    # per micro-batch; patterns with a key in Spark's stateful operator, over key buckets), "driver"
-    # (every core on the driver) or "operator" (every core in transformWithStateInPandas).
+    # i.e. count windows, time windows, window joins and patterns without a key, and keyed patterns
+    # with ALL on the first element, on the driver once per micro-batch; keyed patterns that consume
+    # their candidates in Spark's stateful operator, over key buckets), "driver" (every core on the
+    # driver) or "operator" (every core in transformWithStateInPandas).
     cores: str = "by-kind"
     max_backlog_s: float = 30.0
     backlog_grace_s: float = 5.0

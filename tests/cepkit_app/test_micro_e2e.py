@@ -83,8 +83,9 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
                                    pytest.param("driver", marks=[pytest.mark.spark, pytest.mark.e2e]),
                                    pytest.param("operator", marks=[pytest.mark.spark, pytest.mark.e2e])])
 def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
-    """The default placement (by-kind: whole-stream cores on the driver, keyed ones in Spark's
-    stateful operator), every core on the driver, and every core in the operator."""
+    """The default placement (by-kind: whole-stream cores and keyed all-* patterns on the driver,
+    keyed patterns that consume their candidates in Spark's stateful operator), every core on the
+    driver, and every core in the operator."""
     proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.cores={cores!r}")
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]

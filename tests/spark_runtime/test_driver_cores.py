@@ -138,3 +138,74 @@ def test_the_stored_state_is_reported_like_a_stateful_operators(tmp_path):
     figures = stage.state_figures
     assert figures["operatorName"] == "driverCores" and figures["commitTimeMs"] >= 0
     assert figures["memoryUsedBytes"] == (tmp_path / "checkpoint" / "driver-cores" / "0.state").stat().st_size > 0
+
+
+# -- a chunked pattern core: chunks written once, state files naming them ---------------------------
+
+def _q7(within_ms=3_000):
+    from querygen.micro import q7_pattern
+    return query_literal(q7_pattern("q7", within_ms, 50.0))
+
+
+def _pattern_stage(tmp_path, q):
+    fields = list(q["fields"])
+    stage = DriverCores([q], {"q7": ["q7"]}, ["stream", *fields, "ingestTS"], INPUT_COLUMNS)
+    stage.open(str(tmp_path / "checkpoint"))
+    return stage, fields
+
+
+def _pattern_table(events: pd.DataFrame, fields) -> pa.Table:
+    n = len(events)
+    return pa.table({"stream": [INPUT_STREAM] * n,
+                     **{f: pa.nulls(n, pa.float64() if "A1" in f else pa.int64()) for f in fields},
+                     "ingestTS": pa.nulls(n, pa.int64()),
+                     **{INPUT_PREFIX + c: events[c].to_numpy() for c in INPUT_COLUMNS}})
+
+
+def _chunk_files(tmp_path) -> set[str]:
+    return {p.name for p in (tmp_path / "checkpoint" / "driver-cores" / "chunks").iterdir()}
+
+
+def test_a_chunked_pattern_gives_the_plain_cores_rows_and_keeps_only_the_chunks_its_states_name(tmp_path):
+    from runtime_common.micro_cores import ChunkedPatternCore, PatternCore
+    q = _q7()
+    events = _events(n=600, seed=9)
+    stage, fields = _pattern_stage(tmp_path, q)
+    assert isinstance(stage.cores["q7"], ChunkedPatternCore)
+    cuts = [(i, min(i + 40, 600)) for i in range(0, 600, 40)]
+    got = pd.concat([stage(b, _pattern_table(events.iloc[lo:hi], fields)).to_pandas()
+                     for b, (lo, hi) in enumerate(cuts)], ignore_index=True)
+    plain = PatternCore(q)
+    want = plain.process(plain.initial_state(), events)
+    assert len(got) == len(want) > 100
+    np.testing.assert_array_equal(got["a1_TS"].to_numpy(), want["a1_TS"].to_numpy())
+    np.testing.assert_array_equal(got["a2_A1"].to_numpy(), want["a2_A1"].to_numpy())
+    # The 3 s window over 20 s of events: early chunks were dropped, and their files with them.
+    state = stage._states["q7"]
+    named = set().union(*stage._refs.values())
+    assert _chunk_files(tmp_path) == named
+    assert {f"0-{c['id']}.chunk" for c in state["chunks"]} <= named
+    assert 0 < len(named) < len(cuts)
+    directory = tmp_path / "checkpoint" / "driver-cores"
+    last = directory / f"{len(cuts) - 1}.state"
+    assert stage.state_figures["memoryUsedBytes"] == last.stat().st_size + sum(
+        (directory / "chunks" / f"0-{c['id']}.chunk").stat().st_size for c in state["chunks"])
+    assert last.stat().st_size < 1_000               # the window's candidates are not in it
+    assert not [p for p in directory.rglob("*.tmp")]
+
+
+def test_a_chunked_patterns_batch_replayed_in_a_new_process_gives_the_same_rows(tmp_path):
+    q = _q7()
+    events = _events(n=400, seed=11)
+    cuts = [(i, min(i + 50, 400)) for i in range(0, 400, 50)]
+    first, fields = _pattern_stage(tmp_path, q)
+    rows = [first(b, _pattern_table(events.iloc[lo:hi], fields)) for b, (lo, hi) in enumerate(cuts)]
+    b = len(cuts) - 1
+    again, _ = _pattern_stage(tmp_path, q)
+    assert again(b, _pattern_table(events.iloc[cuts[b][0]:], fields)).equals(rows[b])
+    assert first(b - 1, _pattern_table(events.iloc[cuts[b - 1][0]:cuts[b - 1][1]], fields)).equals(rows[b - 1])
+    # A state file naming a chunk that is gone is one line naming both.
+    for p in (tmp_path / "checkpoint" / "driver-cores" / "chunks").iterdir():
+        p.unlink()
+    with pytest.raises(RuntimeError, match=r"driver-cores/\d+\.state names chunk .*\.chunk, which is missing"):
+        _pattern_stage(tmp_path, q)[0](b, _pattern_table(events.iloc[cuts[b][0]:], fields))

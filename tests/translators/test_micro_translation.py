@@ -249,18 +249,21 @@ def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
 
 
 def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
-    """by-kind: a count window on the driver, a keyed pattern in the operator; driver and operator
-    move both (specs/TRANSLATION.md, "Where a core runs")."""
+    """by-kind: a count window and a keyed all-all pattern on the driver, a keyed pattern that
+    consumes its candidates in the operator; driver and operator move all three
+    (specs/TRANSLATION.md, "Where a core runs")."""
     from kit.workload import Pattern, PatternEvent
     from translators.spark_micro import on_driver
 
     w = next(x for x in read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads if "q3" in x.name)
     q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
     q7 = Pattern("q7", PatternEvent("a1", "S1"), PatternEvent("a2", "S1"), 1000, "all-all", ("a1.ID", "a2.A1"), key="ID")
-    literals = {q.id: query_literal(q) for q in (q2, q7)}
-    want = {"by-kind": {"q2": True, "q7": False}, "driver": {"q2": True, "q7": True},
-            "operator": {"q2": False, "q7": False}}
-    both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7)))
+    q7one = Pattern("q7one", PatternEvent("a1", "S1"), PatternEvent("a2", "S1"), 1000, "one-all", ("a1.ID", "a2.A1"),
+                    key="ID")
+    literals = {q.id: query_literal(q) for q in (q2, q7, q7one)}
+    want = {"by-kind": {"q2": True, "q7": True, "q7one": False}, "driver": {"q2": True, "q7": True, "q7one": True},
+            "operator": {"q2": False, "q7": False, "q7one": False}}
+    both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7, q7one)))
     for plan, where in want.items():
         assert {qid: on_driver(lit, plan) for qid, lit in literals.items()} == where
         program = engine_module("spark").translate_micro(MicroTranslation(both, None, cores=plan))
