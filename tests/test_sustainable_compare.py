@@ -108,6 +108,7 @@ def test_bad_options_are_one_line_before_any_run(args, message, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("--sustainable", "--max-steps", "1"), "max_steps must be >= 2"),
     (("--calibrate", "--step-seconds", "0"), "duration_s must be > 0"),
+    (("--sustainable", "--validate-confirmation-only", "--start-rate", "0"), "start_rate_eps must be > 0"),
 ])
 def test_cepkit_micro_checks_the_search_settings_before_any_run(args, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "micro", "--suite", "filtering", "--quick",

@@ -37,6 +37,13 @@ def register(sub, name: str, help_text: str) -> None:
                    help="lambda's share of the machine's CPU, or of capacity (default 0.75)")
     p.add_argument("--step-seconds", type=float, default=20.0,
                    help="length of each search step's run, seconds > 0 (default 20)")
+    p.add_argument("--start-rate", type=float, metavar="EPS",
+                   help="the search's first rate, events/s > 0 (default: the workload's own rate; start near "
+                        "an earlier search's answer to spend the steps there)")
+    p.add_argument("--validate-confirmation-only", action="store_true",
+                   help="validate only each search's confirming run, the found rate's evidence (default: every "
+                        "step; the others are judged by backlog and latency alone, which saves the validation of "
+                        "the fastest steps' tens of millions of rows)")
     p.add_argument("--max-steps", type=int, default=8,
                    help="most runs per search, confirmation included, at least 2 (default 8)")
     p.add_argument("--repeat", metavar="K",
@@ -77,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     con = console()
     files = _suite_files(args)
     # The search's settings check themselves before any directory is made or engine started.
-    steps = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps) \
+    steps = SearchConfig(duration_s=args.step_seconds, max_steps=args.max_steps, start_rate_eps=args.start_rate,
+                         validate_steps=not args.validate_confirmation_only) \
         if args.sustainable or args.calibrate else None
     all_passed = True
     stamp = time.strftime("%Y%m%d-%H%M%S")

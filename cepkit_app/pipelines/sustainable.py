@@ -76,6 +76,8 @@ class SearchConfig:
             raise CepkitError(f"search: qa_s ({self.qa_s}) must not exceed qb_s ({self.qb_s})")
         if not 0 < self.tail_fraction <= 1 or not 0 < self.confirm_fraction <= 1:
             raise CepkitError("search: tail_fraction and confirm_fraction must be in (0, 1]")
+        if self.start_rate_eps is not None and not self.start_rate_eps > 0:
+            raise CepkitError(f"search: start_rate_eps must be > 0, got {self.start_rate_eps!r}")
         if any(not rate > 0 for _, rate in self.start_rates):
             raise CepkitError(f"search: start rates must be > 0, got {dict(self.start_rates)}")
         if not self.precision > 1 or not self.growth > 1:

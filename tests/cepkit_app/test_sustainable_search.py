@@ -240,4 +240,6 @@ def test_a_workloads_own_start_rate_comes_first(tmp_path):
     assert calls[0][0] == 16_000
     with pytest.raises(CepkitError, match="start rates"):
         SearchConfig(start_rates=(("w", 0.0),))
+    with pytest.raises(CepkitError, match="start_rate_eps must be > 0"):
+        SearchConfig(start_rate_eps=-1.0)
 
