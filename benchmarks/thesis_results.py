@@ -14,7 +14,10 @@ against interval, MAX_ID and selectivity (Figure 4.15); Q2's against the count w
 and range); only the standard two-hour profile is Table 7.1's run, so a quick run is refused
 unless --allow-quick (its row then says "quick"). --micro takes `cepkit micro --sustainable` run
 directories of the patterns and count-windows suites (a quick suite's points are drawn hollow).
-It reads only what the runs wrote and starts no engine, so it may run beside other work.
+--keep carries an earlier page over (its results.json holds every row, detail and point whole), so
+the committed page grows run by run: `--keep results/thesis --out /tmp/page --micro runs/...`, then
+the new page replaces results/thesis. It reads only what the runs wrote and starts no engine, so
+it may run beside other work.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import argparse
 import sys
 
 from kit.errors import CepkitError
-from validator.thesis_page import ThesisInputs, read_micro_points, read_pairs_rows, write_thesis_page
+from validator.thesis_page import ThesisInputs, read_kept_page, read_micro_points, read_pairs_rows, write_thesis_page
 
 
 def main(argv=None) -> int:
@@ -34,6 +37,9 @@ def main(argv=None) -> int:
                     help="a Pairs run directory, or a --repeat directory (repeatable)")
     ap.add_argument("--micro", action="append", default=[], metavar="RUN",
                     help="a `cepkit micro --sustainable` run directory (repeatable)")
+    ap.add_argument("--keep", metavar="PAGE",
+                    help="an earlier page's directory (its results.json): its Table 7.1 rows, run details, micro "
+                         "points and notes are carried over (a run also given with --pairs/--micro is read anew)")
     ap.add_argument("--allow-quick", action="store_true",
                     help="list quick-profile Pairs runs too, marked as such (not the thesis's two-hour run)")
     ap.add_argument("--note", action="append", default=[], help="a line for the page's notes (repeatable)")
@@ -41,6 +47,8 @@ def main(argv=None) -> int:
     try:
         inputs = ThesisInputs(read_pairs_rows(args.pairs, args.allow_quick), read_micro_points(args.micro),
                               tuple(args.note))
+        if args.keep:
+            inputs = inputs.keeping(read_kept_page(args.keep))
         page = write_thesis_page(inputs, args.out)
     except CepkitError as e:
         print(f"thesis_results: error: {e}", file=sys.stderr)

@@ -22,6 +22,11 @@ and `figures/*.png`:
     the long-run health (each sampled series' level and growth per hour after the warm-up, flagged
     when it grows).
 
+A page can carry an earlier page's contents over (`read_kept_page`, the script's `--keep`): its
+results.json holds each Pairs row's runs, each run's details and each micro point whole (schema 2),
+so the figures of runs whose directories are gone (a two-hour run's are gigabytes, not committed)
+stay on the page beside new runs. A run given again as a directory replaces its kept copy.
+
 The thesis prints its Figures 4.5 and 4.15 as charts without numbers, so (b) and (c) carry the
 thesis's words on them (`THESIS_NOTES`) rather than values. A point from a quick suite (not the
 thesis's parameters) or a search that did not confirm its rate is drawn hollow and labelled.
@@ -29,6 +34,7 @@ thesis's parameters) or a search that did not confirm its rate is drawn hollow a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -48,11 +54,12 @@ from validator import plots
 from validator.compare_runs import REPEAT_DOC, RunFigures, _config, _get, pairs_figures, read_repeat, spread
 from validator.health import growth_cells
 from validator.latency import LatencyStats
-from validator.order_stats import percentile_text
+from validator.order_stats import Percentile, percentile_text
 from validator.report_page import _jsonable, data_uri, environment
 
 KIND = "cepkit.thesis-results"
-SCHEMA_VERSION = 1
+# 2: micro rows carry their point whole ("point"), so a later page can keep them (read_kept_page).
+SCHEMA_VERSION = 2
 
 # Table 7.1 of the thesis: (SF, basis input rate ev/s, strategies, X p99 ms, Y p99 ms, X pscore,
 # Y pscore); None where engine Y could not run (it failed to load the application above SF 2).
@@ -73,6 +80,9 @@ THESIS_NOTES = {
              "tumbling, Z reached ~550 K ev/s tumbling but 50 ev/s sliding at R = 500 K, and MEDIAN was the "
              "costliest function on every engine.",
 }
+# The thesis's Q7 point (4.5.4; the full suite's): each experiment varies one factor from it, so a
+# point at it (whichever experiment measured it) belongs to all three panels.
+Q7_BASE = {"within_ms": 60_000.0, "max_id": 10_000.0, "selectivity": 0.001}
 Q7_FACTORS = (("interval", "within_ms", "interval (s)", 1 / 1000.0, False),
               ("cardinality", "max_id", "MAX_ID", 1.0, True),
               ("selectivity", "selectivity", "selectivity (%)", 100.0, True))
@@ -154,6 +164,21 @@ class ThesisInputs:
     pairs: tuple[PairsRow, ...] = ()
     micro: tuple[MicroPoint, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Section (d) of kept rows, as an earlier page wrote it (their runs' directories may be gone).
+    details: tuple[dict, ...] = ()
+
+    def keeping(self, kept: "ThesisInputs") -> "ThesisInputs":
+        """These inputs plus an earlier page's (read_kept_page): a kept row or point whose run is
+        also given here is dropped (the run read now wins), and so are its details."""
+        sources = {r.source for r in self.pairs}
+        runs = {str(run.run_dir) for r in self.pairs for run in r.runs}
+        points = {(p.source, p.workload) for p in self.micro}
+        pairs = tuple(r for r in kept.pairs if r.source not in sources)
+        details = tuple(d for d in kept.details if d["source"] not in runs and
+                        any(d["source"] == str(run.run_dir) for r in pairs for run in r.runs))
+        micro = tuple(p for p in kept.micro if (p.source, p.workload) not in points)
+        notes = tuple(n for n in kept.notes if n not in self.notes) + self.notes
+        return ThesisInputs(self.pairs + pairs, self.micro + micro, notes, self.details + details)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -232,6 +257,47 @@ def read_micro_points(paths: Sequence[str | Path]) -> tuple[MicroPoint, ...]:
     return tuple(out)
 
 
+def _kept_run(d: dict, where: str) -> RunFigures:
+    p99 = None
+    if d.get("p99_ms") is not None:
+        p99 = Percentile("p99", d["orders"], d["p99_ms"], d.get("p99_ci_low_ms"), d.get("p99_ci_high_ms"))
+    return RunFigures(Path(d["run_dir"]), d["engine"], d["verdict"], d["status"], d.get("scale_factor"), p99,
+                      d.get("pscore"), d.get("pscore_ci_low"), d.get("pscore_ci_high"), d.get("throughput_eps"),
+                      d.get("mean_cpu_percent"), d.get("peak_rss_mib"))
+
+
+def read_kept_page(path: str | Path) -> ThesisInputs:
+    """An earlier page's rows, details, micro points and notes, from its directory or its
+    results.json, to carry over to a new page (ThesisInputs.keeping)."""
+    path = Path(path)
+    where = path / "results.json" if path.is_dir() else path
+    doc = read_json_object(where, missing="no results page here: no results.json", what="a results page")
+    if doc.get("kind") != KIND:
+        raise CepkitError(f"{where}: kind: {doc.get('kind')!r}, not {KIND}")
+    if doc.get("schema_version") not in (1, SCHEMA_VERSION):
+        raise CepkitError(f"{where}: schema_version: {doc.get('schema_version')!r}, not 1 or {SCHEMA_VERSION}")
+    try:
+        pairs = tuple(PairsRow(r["engine"], int(r["sf"]), r["profile"],
+                               tuple(_kept_run(run, f"pairs[{i}]") for run in r["runs"]), r["source"])
+                      for i, r in enumerate(doc.get("pairs") or []))
+        micro = []
+        for i, m in enumerate(doc.get("micro") or []):
+            if "point" not in m:
+                raise CepkitError(f"micro[{i}]: no point (a schema 1 page's micro rows cannot be kept; "
+                                  f"give their run directories with --micro)")
+            micro.append(MicroPoint(**m["point"]))
+        details = tuple(doc.get("details") or ())
+        for i, d in enumerate(details):
+            if not isinstance(d, dict) or not isinstance(d.get("source"), str):
+                raise CepkitError(f"details[{i}]: not a run's details (no source)")
+        notes = tuple(str(n) for n in doc.get("notes") or ())
+    except CepkitError as e:
+        raise CepkitError(f"{where}: {e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise CepkitError(f"{where}: not a results page this kit wrote ({type(e).__name__}: {e})") from None
+    return ThesisInputs(pairs, tuple(micro), notes, details)
+
+
 # -- figures ---------------------------------------------------------------------------------
 
 def _num(v) -> float | None:
@@ -259,6 +325,23 @@ def _draw_line(ax, pts: list[MicroPoint], xs: list[float], label: str, colour) -
                     capsize=3, lw=1)
 
 
+def q7_panel_points(points: Sequence[MicroPoint], engine: str, experiment: str, param: str) -> list[MicroPoint]:
+    """An engine's points on the panel of one Q7 factor: its experiment's, and any full-suite point
+    at the thesis's base values of the other two factors; one per x (the panel's own experiment's
+    first, else the first measured there)."""
+    pts = [p for p in points if p.suite == "patterns" and p.engine == engine and _num(p.params.get(param)) and
+           (p.experiment == experiment or _at_base_but(p, param))]
+    by_x: dict[float, MicroPoint] = {}
+    for p in sorted(pts, key=lambda p: p.experiment != experiment):
+        by_x.setdefault(_num(p.params[param]), p)
+    return list(by_x.values())
+
+
+def _at_base_but(p: MicroPoint, param: str) -> bool:
+    """A full-suite Q7 point whose factors other than `param` are the thesis's base values."""
+    return not p.quick and all(_num(p.params.get(k)) == v for k, v in Q7_BASE.items() if k != param)
+
+
 @plots._styled
 def plot_q7(path: Path, points: Sequence[MicroPoint]) -> Path | None:
     """Figure 4.15 redone: three panels (interval, MAX_ID, selectivity), one line per engine."""
@@ -272,7 +355,7 @@ def plot_q7(path: Path, points: Sequence[MicroPoint]) -> Path | None:
     colours = {e: plots.PALETTE[i % len(plots.PALETTE)] for i, e in enumerate(engines)}
     for ax, (experiment, param, xlabel, scale, logx) in zip(axes, Q7_FACTORS):
         for engine in engines:
-            pts = [p for p in q7 if p.engine == engine and p.experiment == experiment and _num(p.params.get(param))]
+            pts = q7_panel_points(q7, engine, experiment, param)
             if pts:
                 _draw_line(ax, pts, [_num(p.params[param]) * scale for p in pts], engine, colours[engine])
         if logx:
@@ -343,7 +426,7 @@ def _micro_rows(points: Sequence[MicroPoint]) -> list[dict]:
                                  ("not confirmed", not p.confirmed)) if on]
         out.append({"suite": p.suite, "experiment": p.experiment, "workload": p.workload, "engine": p.engine,
                     "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "eps": eps,
-                    "flags": "; ".join(flags), "source": p.source})
+                    "flags": "; ".join(flags), "source": p.source, "point": dataclasses.asdict(p)})
     return out
 
 
@@ -388,6 +471,12 @@ def run_details(rows: Sequence[PairsRow]) -> list[dict]:
     return out
 
 
+def _details_order(d: dict) -> tuple:
+    """Section (d) in Table 7.1's order: by scale factor, then engine (titles "cepkit on E, SF N")."""
+    engine, _, sf = d["title"].removeprefix("cepkit on ").rpartition(", SF ")
+    return (int(sf), engine) if sf.isdigit() else (math.inf, d["title"])
+
+
 def _details_markdown(details: list[dict]) -> list[str]:
     lines = []
     for d in details:
@@ -425,7 +514,10 @@ def write_thesis_page(inputs: ThesisInputs, out_dir: str | Path) -> Path:
     """Write results.html, results.md, results.json and figures/ into the new `out_dir`."""
     staged = StagedDir(out_dir)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    table, micro, details = _table_rows(inputs), _micro_rows(inputs.micro), run_details(inputs.pairs)
+    kept = {d["source"] for d in inputs.details}
+    table, micro = _table_rows(inputs), _micro_rows(inputs.micro)
+    details = [*inputs.details, *(d for d in run_details(inputs.pairs) if d["source"] not in kept)]
+    details.sort(key=_details_order)
     with staged as tmp:
         figures = []
         for fid, title, draw, note in (("q7", "Q7 pattern: sustainable throughput (thesis Figure 4.15)", plot_q7, "q7"),

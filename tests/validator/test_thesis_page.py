@@ -138,3 +138,71 @@ def test_the_script_writes_the_page_and_refuses_an_existing_dir(runs, tmp_path):
     again = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "already exists" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_a_kept_page_carries_its_rows_details_points_and_notes_over(runs, tmp_path):
+    """The committed page grows run by run: a page built from nothing but an earlier page and one
+    new micro run holds the earlier page's Table 7.1 rows, run details, points and notes whole, even
+    with the earlier runs' directories gone; a run given again replaces its kept copy."""
+    from validator.thesis_page import read_kept_page
+
+    pairs, _, micro = runs
+    first = write_thesis_page(ThesisInputs(read_pairs_rows([pairs["spark"], pairs["flink"]]),
+                                           read_micro_points([micro["spark"]]), ("the first runs",)),
+                              tmp_path / "first").parent
+    old = json.loads((first / "results.json").read_text())
+    assert old["schema_version"] == 2 and all("point" in m for m in old["micro"])
+    moved = tmp_path / "moved"        # the runs' directories are gone: the page alone carries them
+    shutil.copytree(first, moved)
+    kept = read_kept_page(moved)
+    second = write_thesis_page(ThesisInputs((), read_micro_points([micro["flink"]])).keeping(kept),
+                               tmp_path / "second").parent
+    new = json.loads((second / "results.json").read_text())
+    assert new["table_7_1"] == old["table_7_1"] and new["pairs"] == old["pairs"]
+    assert new["details"] == old["details"] and len(new["details"]) == 2
+    assert new["notes"] == ["the first runs"]
+    engines = sorted({m["engine"] for m in new["micro"]})
+    assert engines == ["flink", "spark"] and len(new["micro"]) == 2 * len(old["micro"])
+    assert [m for m in new["micro"] if m["engine"] == "spark"] == old["micro"]
+    assert (first / "results.md").read_text().split("## Microbenchmarks")[0] == \
+        (second / "results.md").read_text().split("## Microbenchmarks")[0]
+    # A run given again is read anew, not listed twice.
+    again = ThesisInputs(read_pairs_rows([pairs["spark"]]), read_micro_points([micro["spark"]])).keeping(kept)
+    assert sorted(r.engine for r in again.pairs) == ["flink", "spark"] and len(again.micro) == len(old["micro"])
+    assert len(again.details) == 1      # flink's kept details; spark's come from its run again
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"kind": "cepkit.micro-summary", "schema_version": 1}', "kind: 'cepkit.micro-summary'"),
+    ('{"kind": "cepkit.thesis-results", "schema_version": 9}', "schema_version: 9"),
+    ('{"kind": "cepkit.thesis-results", "schema_version": 2, "pairs": [{"engine": "spark"}]}', "not a results page"),
+    ('{"kind": "cepkit.thesis-results", "schema_version": 1, "micro": [{"eps": "1"}]}', "micro[0]: no point"),
+    ("{not json", "results.json"),
+])
+def test_a_page_that_cannot_be_kept_is_one_line_naming_it(content, message, tmp_path):
+    page = tmp_path / "page"
+    page.mkdir()
+    (page / "results.json").write_text(content)
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "thesis_results.py"), "--keep", str(page),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert message in proc.stderr and str(page / "results.json") in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_thesis_base_point_stands_on_every_q7_panel(runs):
+    """w60s is MAX_ID 10 k and 0.1 % too: measured once, it is a point of all three panels; a point
+    off the base in another factor is not (w10s is not a cardinality point)."""
+    from validator.thesis_page import q7_panel_points
+
+    _, _, micro = runs
+    pts = read_micro_points([micro["spark"]])
+    interval_only = [p for p in pts if p.experiment == "interval"]
+    card = q7_panel_points(interval_only, "spark", "cardinality", "max_id")
+    sel = q7_panel_points(interval_only, "spark", "selectivity", "selectivity")
+    assert [p.workload for p in card] == [p.workload for p in sel] == ["patterns-interval-w60s"]
+    # With the cardinality experiment's own maxid10000 measured too, that one stands for x = 10 k.
+    card = q7_panel_points(pts, "spark", "cardinality", "max_id")
+    assert sorted(p.workload for p in card) == ["patterns-cardinality-maxid100", "patterns-cardinality-maxid10000"]
+    assert [p.workload for p in q7_panel_points(pts, "spark", "interval", "within_ms")] == \
+        ["patterns-interval-w10s", "patterns-interval-w60s", "patterns-interval-w600s"]
