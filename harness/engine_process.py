@@ -38,6 +38,31 @@ def last_error_line(log: Path) -> str:
     return lines[-1].strip()[:300] if lines else "no output"
 
 
+RESTART_MARK = "==== cepkit: engine program restarted"
+# A JVM error that ends the engine however its Python side words the death afterwards (py4j's
+# "Connection refused" once the JVM is gone).
+_FATAL_JVM = ("java.lang.OutOfMemoryError", "java.lang.StackOverflowError", "java.lang.InternalError")
+
+
+def fatal_jvm_error(log: Path, tail_bytes: int = 4 << 20) -> str | None:
+    """The first fatal JVM error (e.g. `java.lang.OutOfMemoryError: Java heap space`) the current
+    attempt logged: in the log's last `tail_bytes`, after the last restart mark."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - tail_bytes))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    text = text.rpartition(RESTART_MARK)[2]
+    found = [(i, name) for name in _FATAL_JVM if (i := text.find(name)) >= 0]
+    if not found:
+        return None
+    start = min(found)[0]
+    line = text[start:].splitlines()[0].strip()
+    return line[:300]
+
+
 class EngineProcess:
     """The engine program's process tree and its stdout events. A restarted program (attempt 2,
     3, ...) appends to the same logs after a line saying so."""
@@ -48,7 +73,7 @@ class EngineProcess:
         self._stderr = open(self.log_path, "a")
         self._jsonl = open(logs / "engine.stdout.jsonl", "a")
         if attempt > 1:
-            self._stderr.write(f"\n==== cepkit: engine program restarted (attempt {attempt}) ====\n")
+            self._stderr.write(f"\n{RESTART_MARK} (attempt {attempt}) ====\n")
             self._stderr.flush()
         self._other = logs / "engine.stdout.txt"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=cwd,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.engine_process import EngineProcess, last_error_line
+from harness.engine_process import EngineProcess, fatal_jvm_error, last_error_line
 from harness.fault_injection import FaultInjector, engine_jvm, find_program
 from harness.health import HEALTH_CSV, HealthSampler, local_checkpoint
 from harness.launch import checkpoint_location, program_args, program_env, runtime_zip, secret_file, write_secret_file
@@ -219,6 +219,9 @@ class _Run:
         return True
 
     def _program_error(self) -> str:
+        fatal = fatal_jvm_error(self.program.log_path)
+        if fatal:
+            return f"the engine JVM failed: {fatal}"
         failed = self.program.events.get("failed")
         if failed and failed.get("message"):
             return failed["message"]
@@ -332,7 +335,7 @@ class _Run:
         kill = next((r for r in reversed(self.faults.records) if r.kind == "kill-engine" and r.at_ms is not None
                      and r.restarted_ms is None), None)
         error = last_error_line(program.log_path)
-        cause = death_cause(rc, program.events, gone, error)
+        cause = death_cause(rc, program.events, gone, error, fatal_jvm_error(program.log_path))
         if kill is not None:
             cause = f"{kill.fault} (injected: SIGKILL of {kill.target}, pid {kill.pid}); {cause}"
         if kill is not None:
@@ -407,6 +410,8 @@ class _Run:
             done = events["finished"]
             batches = f", {done['batches']} batches" if done.get("batches") is not None else ""
             self._end("completed", f"every event processed ({done.get('end_offset')} events{batches})")
+        elif fatal_jvm_error(program.log_path):
+            self._end("failed", f"the engine program failed: the engine JVM failed: {fatal_jvm_error(program.log_path)}")
         elif "failed" in events:
             self._end("failed", f"the engine program failed: {events['failed'].get('message')}")
         else:

@@ -48,6 +48,7 @@ class EngineRunSpec:
     trigger: str = "micro-batch"               # or "realtime": Spark's real-time mode (kit.config.TRIGGERS)
     realtime_batch_ms: int = 5000              # real-time mode: each batch's length
     source_partitions: int = 0          # 0: the program's choice (no --source-partitions)
+    max_rows_per_batch: int = 0         # Spark micro-batches: most events per batch (0: no cap)
     output_format: str = "parquet"
     output_schemas: Mapping[str, pa.Schema] | None = None
     roll_rows: int = 1_000_000
@@ -107,6 +108,7 @@ class EngineRunSpec:
         if self.trigger == "realtime" and self.engine != "spark":
             raise _bad("trigger", f"\"realtime\" is Spark's real-time mode; engine {self.engine!r} has none")
         for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 0), ("roll_rows", 1),
+                          ("max_rows_per_batch", 0),
                           ("realtime_batch_ms", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -146,7 +148,8 @@ class EngineRunSpec:
                 "master": self.master, "spark_conf": dict(self.spark_conf),
                 "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
                 "trigger": self.trigger, "realtime_batch_ms": self.realtime_batch_ms,
-                "source_partitions": self.source_partitions, "output_format": self.output_format,
+                "source_partitions": self.source_partitions, "max_rows_per_batch": self.max_rows_per_batch,
+                "output_format": self.output_format,
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,

@@ -54,9 +54,13 @@ def exit_text(rc: int | None) -> str:
     return f"exit code {rc}"
 
 
-def death_cause(rc: int | None, events: dict, jvm_gone: tuple[int, str] | None, last_error: str) -> str:
-    """The cause of a death in words: what the harness saw, the program's own word, its log."""
+def death_cause(rc: int | None, events: dict, jvm_gone: tuple[int, str] | None, last_error: str,
+                jvm_error: str | None = None) -> str:
+    """The cause of a death in words: what the harness saw, a fatal JVM error its log holds (which
+    the program's own word, after the JVM is gone, does not say), the program's word, its log."""
     parts = []
+    if jvm_error:
+        parts.append(f"the engine JVM failed: {jvm_error}")
     if jvm_gone is not None:
         parts.append(f"its engine JVM ({jvm_gone[1]}, pid {jvm_gone[0]}) vanished")
     if rc is not None:

@@ -28,6 +28,7 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
         spark_conf=(("spark.driver.memory", r.driver_memory), *extra_conf,
                     *(tuple(item.split("=", 1)) for item in r.spark_conf)),     # the user's come last
         shuffle_partitions=r.shuffle_partitions, source_partitions=r.source_partitions,
+        max_rows_per_batch=r.max_rows_per_batch,
         trigger_ms=r.trigger_ms, trigger=r.trigger, realtime_batch_ms=r.realtime_batch_ms, output_format=r.output_format, output_schemas=output_schemas,
         backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
         startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,

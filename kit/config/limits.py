@@ -96,6 +96,7 @@ LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {
     "RunConfig": {
         "shuffle_partitions": (0, 100_000, True),
         "source_partitions": (0, 10_000, False),
+        "max_rows_per_batch": (0, 2**31 - 1, False),
         "buckets": (0, 100_000, False),
         "trigger_ms": (0, DAY_S * 1000, False),
         "realtime_batch_ms": (100, DAY_S * 1000, False),

@@ -193,6 +193,13 @@ class RunConfig:
     # Offset ranges the engine's source reads in parallel per batch; 0: the program's choice (the
     # Pairs program reads one per core, microbenchmark programs one).
     source_partitions: int = 0
+    # Spark micro-batches: most events one batch reads (0: no cap). An engine that falls behind
+    # otherwise reads everything waiting in its next batch, each batch bigger and slower than the
+    # last, until one no longer fits the driver's heap (seen: Q7 at 800 K ev/s, batches of 0.4, 1,
+    # 1.5, 2.5, 5.2 M events, then OutOfMemoryError); capped, it falls behind in the harness, which
+    # ends the run as unsustainable. 2 M sits above every batch of a sustained rate measured here
+    # (Q1 at 1.5 M ev/s: ~0.9 M).
+    max_rows_per_batch: int = 2_000_000
     trigger_ms: int = 0
     # "micro-batch", or "realtime": Spark's real-time mode, for the queries it admits (Spark only).
     trigger: str = "micro-batch"

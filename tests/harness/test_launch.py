@@ -12,6 +12,7 @@ from harness.config import DriverConfig
 from harness.launch import (checkpoint_location, engine_conf, program_args, runtime_zip, secret_file, secret_lines,
                             spark_submit_command, submit_script, write_secret_file)
 from harness.run_spec import EngineRunSpec
+from kit.errors import CepkitError
 from kit.faults import parse_faults
 
 
@@ -91,3 +92,26 @@ def test_a_by_hand_script_takes_the_secret_from_the_environment_or_the_external_
         write_secret_file(path, "another")
     script = submit_script(["spark-submit", "program.py"], {"CEPKIT_SECRET": "leaked?"}, path)
     assert "s3cr3t-of-the-run" not in script and "leaked?" not in script and "\n".join(lines) in script
+
+
+def test_the_batch_cap_reaches_a_micro_batch_program_from_the_config(tmp_path):
+    """run.max_rows_per_batch (default 2 M) becomes the program's --max-rows-per-batch; 0 is no cap,
+    and a real-time run (no micro-batches) gets none; a negative cap is one line naming the key."""
+    from cepkit_app.pipelines.engine import engine_run_spec
+    from kit.config import load_config
+
+    def args(**changes):
+        return program_args(_spec(tmp_path, **changes), 1, 2, "ck", None)
+
+    cfg = load_config(None)
+    assert cfg.run.max_rows_per_batch == 2_000_000
+    spec = engine_run_spec(cfg, tmp_path / "program.py", tmp_path / "run", DriverConfig(tmp_path), None, None)
+    assert spec.max_rows_per_batch == 2_000_000 and spec.to_dict()["max_rows_per_batch"] == 2_000_000
+    got = args(max_rows_per_batch=2_000_000)
+    assert got[got.index("--max-rows-per-batch") + 1] == "2000000"
+    assert "--max-rows-per-batch" not in args(max_rows_per_batch=0)
+    assert "--max-rows-per-batch" not in args(max_rows_per_batch=5, trigger="realtime")
+    with pytest.raises(CepkitError, match="max_rows_per_batch"):
+        _spec(tmp_path, max_rows_per_batch=-1)
+    with pytest.raises(CepkitError, match=r"run\.max_rows_per_batch"):
+        load_config(None, ["run.max_rows_per_batch=-5"])

@@ -29,6 +29,26 @@ def test_exit_texts_and_causes():
         "the program ended (killed by SIGKILL); its log ends: java.lang.OutOfMemoryError: Java heap space"
 
 
+def test_a_jvm_that_ran_out_of_memory_is_named_not_the_connection_its_death_refused(tmp_path):
+    """Seen on Q7 at 800 K ev/s: the driver JVM's heap ran out, and the program's last word was
+    py4j's "Connection refused"; the cause names the JVM's error, of the current attempt only."""
+    from harness.engine_process import RESTART_MARK, fatal_jvm_error
+
+    log = tmp_path / "engine.log"
+    log.write_text("26/11/29 INFO starting\n"
+                   'Exception in thread "Thread-3" java.lang.OutOfMemoryError: Java heap space\n'
+                   "\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)\n"
+                   "ConnectionRefusedError: [Errno 111] Connection refused\n")
+    assert fatal_jvm_error(log) == "java.lang.OutOfMemoryError: Java heap space"
+    cause = death_cause(1, {"failed": {"message": "[Errno 111] Connection refused"}}, (7, "java"), "x",
+                        fatal_jvm_error(log))
+    assert cause.startswith("the engine JVM failed: java.lang.OutOfMemoryError: Java heap space; its engine JVM")
+    # A restarted attempt's log starts after the mark: the first attempt's error is not its own.
+    with open(log, "a") as f:
+        f.write(f"\n{RESTART_MARK} (attempt 2) ====\nConnectionRefusedError: [Errno 111] Connection refused\n")
+    assert fatal_jvm_error(log) is None and fatal_jvm_error(tmp_path / "missing.log") is None
+
+
 def test_the_jvm_watch_sees_a_vanished_jvm():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
