@@ -6,9 +6,10 @@ metrics/health.csv must have rows throughout the run, the harness process (which
 must not grow with the outputs it received, nor the driver with the events it served, and the
 validator's growth table must read the file.
 
-About 25 s on the 2-core machine, so it runs alone (`alone`: it measures memory and a busy
-neighbour would slow its replay), in CI's e2e stage: the default run, which holds every other
-test back while an `alone` test runs, had come within 6 s of its 10 minutes.
+About 5-25 s on the 2-core machine (the replay goes as fast as the machine), so it runs alone
+(`alone`: it measures memory and a busy neighbour would slow its replay), in CI's e2e stage: the
+default run, which holds every other test back while an `alone` test runs, had come within 6 s
+of its 10 minutes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ pytestmark = [pytest.mark.alone, pytest.mark.e2e, pytest.mark.usefixtures("memor
 
 PROGRAM = Path(__file__).parent / "pull_echo_program.py"
 EVENTS = 4_000_000
-INTERVAL_S = 0.25
+# Samples every 0.1 s: the replay's length is the machine's (pull pacing), 4.5 s on a fast day (CI
+# saw it), ~25 s on a slow one, and the fit needs its samples either way.
+INTERVAL_S = 0.1
 MIB = 2**20
 # The sink receives ~3 million rows after the warm-up: 52 bytes each as Arrow (ID, A1, inputTS,
 # offset, ingestTS and the stamps arrivalTS, batchId), ~150 MiB. A sink that kept what it wrote, or
@@ -77,8 +80,7 @@ def test_a_long_replay_keeps_the_harness_and_the_driver_flat(events, tmp_path, m
     ts = df["ts_ms"].to_numpy()
     begin, ended = record["clocks"]["run_start_wall_ms"], record["timings"]["ended_ms"]
     assert abs(ts[0] - begin) < 1000 and 0 <= ended - ts[-1] < 1000
-    assert len(df) >= 0.8 * (ended - begin) / 1000 / INTERVAL_S and np.diff(ts).max() < 4 * INTERVAL_S * 1000
-    assert ended - begin > 10_000                             # long enough for the fit to mean something
+    assert len(df) >= 0.8 * (ended - begin) / 1000 / INTERVAL_S and np.diff(ts).max() < 1000
     assert df[["harness_rss_bytes", "driver_rss_bytes"]].notna().all().all()
     # The engine's figures come from the resource sampler, whose first reading is a second after
     # the program started: this program starts in a moment, so the first rows may lack them.
@@ -88,6 +90,9 @@ def test_a_long_replay_keeps_the_harness_and_the_driver_flat(events, tmp_path, m
 
     report = health_growth(df)
     after = df[df["ts_ms"] >= report.fit_from_ms]
+    # Enough samples for the fit to mean something, however fast the machine replayed (the growth
+    # bounds below are bytes over the whole replay, which every output and event passes through).
+    assert len(after) >= 25, len(after)
     harness_rss = after["harness_rss_bytes"]
     assert fitted_growth(report, "harness_rss_bytes") < HARNESS_GROWTH_BOUND, fitted_growth(report, "harness_rss_bytes")
     assert harness_rss.max() - harness_rss.iloc[0] < HARNESS_GROWTH_BOUND, (harness_rss.iloc[0], harness_rss.max())
