@@ -410,8 +410,8 @@ class _Run:
             done = events["finished"]
             batches = f", {done['batches']} batches" if done.get("batches") is not None else ""
             self._end("completed", f"every event processed ({done.get('end_offset')} events{batches})")
-        elif fatal_jvm_error(program.log_path):
-            self._end("failed", f"the engine program failed: the engine JVM failed: {fatal_jvm_error(program.log_path)}")
+        elif fatal := fatal_jvm_error(program.log_path):
+            self._end("failed", f"the engine program failed: the engine JVM failed: {fatal}")
         elif "failed" in events:
             self._end("failed", f"the engine program failed: {events['failed'].get('message')}")
         else:

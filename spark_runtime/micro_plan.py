@@ -49,7 +49,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from runtime_common.micro_lookup import lookup_rows, table_fields
 from runtime_common.micro_rows import output_rows
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
-from runtime_common.micro_cores import CORES, core_for, state_codec
+from runtime_common.micro_cores import CORES, chunked, core_for, state_codec
 from runtime_common.micro_cores.pattern_chunks import ChunkedPatternCore
 from spark_runtime.chunk_state import ChunkedState
 from spark_runtime.realtime import cap_shuffle_partitions
@@ -162,7 +162,7 @@ def _keyed(q) -> bool:
 
 def _consuming_keyed(q) -> bool:
     """A keyed pattern on the plain core (it consumes candidates), which "by-kind" runs in the operator."""
-    return _keyed(q) and not q["consumption"].startswith("all-")
+    return _keyed(q) and not chunked(q)
 
 
 def _driver_input(plan: MicroPlan, events, queries):

@@ -257,7 +257,7 @@ def read_micro_points(paths: Sequence[str | Path]) -> tuple[MicroPoint, ...]:
     return tuple(out)
 
 
-def _kept_run(d: dict, where: str) -> RunFigures:
+def _kept_run(d: dict) -> RunFigures:
     p99 = None
     if d.get("p99_ms") is not None:
         p99 = Percentile("p99", d["orders"], d["p99_ms"], d.get("p99_ci_low_ms"), d.get("p99_ci_high_ms"))
@@ -278,8 +278,8 @@ def read_kept_page(path: str | Path) -> ThesisInputs:
         raise CepkitError(f"{where}: schema_version: {doc.get('schema_version')!r}, not 1 or {SCHEMA_VERSION}")
     try:
         pairs = tuple(PairsRow(r["engine"], int(r["sf"]), r["profile"],
-                               tuple(_kept_run(run, f"pairs[{i}]") for run in r["runs"]), r["source"])
-                      for i, r in enumerate(doc.get("pairs") or []))
+                               tuple(_kept_run(run) for run in r["runs"]), r["source"])
+                      for r in doc.get("pairs") or [])
         micro = []
         for i, m in enumerate(doc.get("micro") or []):
             if "point" not in m:

@@ -33,10 +33,14 @@ CORES = {
 }
 
 
+def chunked(q) -> bool:
+    """Whether query literal `q` runs on the chunked pattern core: a keyed pattern that never
+    consumes a candidate (ALL on the first element)."""
+    return q["kind"] == "pattern" and bool(q.get("key")) and q["consumption"].startswith("all-")
+
+
 def core_for(q):
-    """The core that runs query literal `q`: its kind's, except a keyed pattern that never consumes
-    a candidate (ALL on the first element), whose candidates go in append-only chunks
-    (pattern_chunks.py) so a batch costs its events, not the window."""
-    if q["kind"] == "pattern" and q.get("key") and q["consumption"].startswith("all-"):
-        return ChunkedPatternCore(q)
-    return CORES[q["kind"]](q)
+    """The core that runs query literal `q`: its kind's, except a chunked pattern (`chunked`),
+    whose candidates go in append-only chunks (pattern_chunks.py) so a batch costs its events, not
+    the window."""
+    return ChunkedPatternCore(q) if chunked(q) else CORES[q["kind"]](q)
