@@ -16,13 +16,15 @@ unless --allow-quick (its row then says "quick"). --micro takes `cepkit micro --
 directories of the patterns and count-windows suites (a quick suite's points are drawn hollow).
 --keep carries an earlier page over (its results.json holds every row, detail and point whole), so
 the committed page grows run by run: `--keep results/thesis --out /tmp/page --micro runs/...`, then
-the new page replaces results/thesis. It reads only what the runs wrote and starts no engine, so
+the new page replaces results/thesis (`--fresh-notes` drops the kept page's notes, so that
+outdated ones can be restated with --note). It reads only what the runs wrote and starts no engine, so
 it may run beside other work.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from kit.errors import CepkitError
@@ -43,12 +45,16 @@ def main(argv=None) -> int:
     ap.add_argument("--allow-quick", action="store_true",
                     help="list quick-profile Pairs runs too, marked as such (not the thesis's two-hour run)")
     ap.add_argument("--note", action="append", default=[], help="a line for the page's notes (repeatable)")
+    ap.add_argument("--fresh-notes", action="store_true",
+                    help="do not carry the kept page's notes over (its rows, details and points still are): "
+                         "the page's notes are the --note lines alone, so an outdated note can go")
     args = ap.parse_args(argv)
     try:
         inputs = ThesisInputs(read_pairs_rows(args.pairs, args.allow_quick), read_micro_points(args.micro),
                               tuple(args.note))
         if args.keep:
-            inputs = inputs.keeping(read_kept_page(args.keep))
+            kept = read_kept_page(args.keep)
+            inputs = inputs.keeping(dataclasses.replace(kept, notes=()) if args.fresh_notes else kept)
         page = write_thesis_page(inputs, args.out)
     except CepkitError as e:
         print(f"thesis_results: error: {e}", file=sys.stderr)

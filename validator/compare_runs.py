@@ -474,12 +474,9 @@ def _read_micro(run: Path, engine: str) -> RunResult:
     return RunResult(run, engine, "micro", mode, tuple(units), tuple(notes))
 
 
-def _sustainable(unit: UnitResult, row: dict, wdir: Path, streams: int | None, path: Path, prefix: str
-                 ) -> Path | None:
-    """The search's cells (verdict, rate per stream and over all streams) and its best step's
-    engine directory (None: no step kept up)."""
-    eps = _get(row, "sustainable_eps", path, prefix=prefix)
-    confirmed = bool(row.get("confirmed"))
+def read_search(row: dict, wdir: Path, path: Path, prefix: str) -> tuple[Path, list[dict]]:
+    """The directory and steps of the search a micro summary's row (`path`, key `prefix`) stands
+    for: `wdir`/search.json, or a repeated search's representative's."""
     # A repeated search (--repeat K) keeps each search in <workload>/run-i/; the row's own figures
     # are those of the search `repeat.search_dir` names.
     repeat = _get(row, "repeat", path, "object", prefix=prefix)
@@ -500,6 +497,24 @@ def _sustainable(unit: UnitResult, row: dict, wdir: Path, streams: int | None, p
     for j, s in enumerate(steps):
         _get(s, "rate_eps", search_path, required=True, prefix=f"steps[{j}].")
         _get(s, "run_dir", search_path, "text", required=True, prefix=f"steps[{j}].")
+    return sdir, steps
+
+
+def lowest_failing_eps(steps: list[dict]) -> float | None:
+    """The lowest rate a search found unsustainable (None: every step kept up, so the limit lies
+    above the found rate), as SearchResult.lowest_failing_eps."""
+    failed = [float(s["rate_eps"]) for s in steps if not s.get("sustainable")]
+    return min(failed) if failed else None
+
+
+def _sustainable(unit: UnitResult, row: dict, wdir: Path, streams: int | None, path: Path, prefix: str
+                 ) -> Path | None:
+    """The search's cells (verdict, rate per stream and over all streams) and its best step's
+    engine directory (None: no step kept up)."""
+    eps = _get(row, "sustainable_eps", path, prefix=prefix)
+    confirmed = bool(row.get("confirmed"))
+    repeat = _get(row, "repeat", path, "object", prefix=prefix)
+    sdir, steps = read_search(row, wdir, path, prefix)
     best = _best_step(steps, eps)
     # As the suite report: a confirmed search passed, an unconfirmed one is no result.
     verdict = "PASSED" if confirmed else "NOT CONFIRMED"

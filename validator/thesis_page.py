@@ -51,7 +51,8 @@ from kit.errors import CepkitError
 from kit.jsonfile import read_json_object
 from kit.workload import read_suite
 from validator import plots
-from validator.compare_runs import REPEAT_DOC, RunFigures, _config, _get, pairs_figures, read_repeat, spread
+from validator.compare_runs import (REPEAT_DOC, RunFigures, _config, _get, lowest_failing_eps, pairs_figures,
+                                    read_repeat, read_search, spread)
 from validator.health import growth_cells
 from validator.latency import LatencyStats
 from validator.order_stats import Percentile, percentile_text
@@ -76,6 +77,9 @@ THESIS_NOTES = {
     "q7": "Thesis 4.5.4: throughput fell as the interval grew from 10 to 600 s (by 50 % on X, 54 % on Y; "
           "24-29 % from 10 to 120 s), rose with MAX_ID (fewer matching pairs) and fell as the predicate "
           "selected more (all engines push the predicate down).",
+    "bracket": "Each point is one search's confirmed rate (its run at 90 % of the found rate kept up and was "
+               "validated); (< N) is the lowest rate the search found unsustainable, so the limit lies between "
+               "the two; ≥ marks a search whose every step kept up, so the limit lies above (drawn with a caret).",
     "count": "Thesis 4.5.2: tumbling windows were expected to be cheaper than sliding ones; X did worse "
              "tumbling, Z reached ~550 K ev/s tumbling but 50 ev/s sliding at R = 500 K, and MEDIAN was the "
              "costliest function on every engine.",
@@ -152,6 +156,20 @@ class MicroPoint:
     high_eps: float | None = None
     searches: int = 1
     source: str = ""
+    # The lowest rate the (representative) search found unsustainable: the limit lies between eps
+    # and it. `unbounded`: every step kept up, so the limit lies somewhere above eps (both unknown
+    # on a point an older page kept).
+    failed_eps: float | None = None
+    unbounded: bool = False
+
+    @property
+    def eps_text(self) -> str:
+        """'400,000 (< 800,000)', '>= 400,000 (every step kept up)', or '–'."""
+        if self.eps is None:
+            return "–"
+        if self.failed_eps is not None:
+            return f"{self.eps:,.0f} (< {self.failed_eps:,.0f})"
+        return f"≥ {self.eps:,.0f} (every step kept up)" if self.unbounded else f"{self.eps:,.0f}"
 
     @property
     def solid(self) -> bool:
@@ -251,9 +269,11 @@ def read_micro_points(paths: Sequence[str | Path]) -> tuple[MicroPoint, ...]:
             rep = row.get("sustainable_eps_spread") or row.get("spread")
             if isinstance(rep, dict) and rep.get("n"):
                 eps, low, high, searches = rep.get("median"), rep.get("min"), rep.get("max"), int(rep.get("of", 1))
+            _, steps = read_search(row, run / name, summary, f"workloads[{i}].")
+            failed = lowest_failing_eps(steps)
             out.append(MicroPoint(engine, suite.name, suite.quick, name, w.experiment,
                                   {prm.name: prm.value for prm in w.params}, eps, bool(row.get("confirmed")),
-                                  low, high, searches, str(run)))
+                                  low, high, searches, str(run), failed, failed is None))
     return tuple(out)
 
 
@@ -317,6 +337,10 @@ def _draw_line(ax, pts: list[MicroPoint], xs: list[float], label: str, colour) -
     solid = np.array([p.solid for p in pts])
     ax.plot(x[solid], y[solid], "o", color=colour, ms=5)
     ax.plot(x[~solid], y[~solid], "o", mfc="white", mec=colour, ms=5)
+    # Every step of the search kept up: the limit lies above the point (a caret over it).
+    up = np.array([p.unbounded for p in pts])
+    if up.any():
+        ax.plot(x[up], y[up] * 1.25, "^", color=colour, ms=4)
     lo = np.array([p.low_eps if p.low_eps is not None else np.nan for p in pts], dtype=float)
     hi = np.array([p.high_eps if p.high_eps is not None else np.nan for p in pts], dtype=float)
     has = ~np.isnan(lo) & ~np.isnan(hi)
@@ -419,7 +443,7 @@ def _our_row(r: PairsRow) -> dict:
 def _micro_rows(points: Sequence[MicroPoint]) -> list[dict]:
     out = []
     for p in sorted(points, key=lambda p: (p.suite, p.experiment, p.workload, p.engine)):
-        eps = "–" if p.eps is None else f"{p.eps:,.0f}"
+        eps = p.eps_text
         if p.low_eps is not None and p.high_eps is not None and p.eps is not None:
             eps += f" [{p.low_eps:,.0f}–{p.high_eps:,.0f}] (median of {p.searches} searches)"
         flags = [w for w, on in (("quick suite: not the thesis's parameters", p.quick),
@@ -504,7 +528,7 @@ def markdown(table: list[dict], micro: list[dict], details: list[dict] = ()) -> 
                   "| suite | experiment | workload | engine | params | sustainable ev/s | note |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {m['suite']} | {m['experiment']} | {m['workload']} | {m['engine']} | {m['params']} | {m['eps']} | "
                   f"{m['flags']} |" for m in micro]
-        lines += ["", THESIS_NOTES["q7"], "", THESIS_NOTES["count"], ""]
+        lines += ["", THESIS_NOTES["bracket"], "", THESIS_NOTES["q7"], "", THESIS_NOTES["count"], ""]
     if details:
         lines += ["## The standard runs in detail", ""] + _details_markdown(list(details))
     return "\n".join(lines) + "\n"

@@ -123,7 +123,7 @@ def _p99(row) -> str:
 def search_row(r) -> dict:
     best = r.best_step()
     row = {"workload": r.workload, "sustainable_eps": r.sustainable_eps, "confirmed": r.confirmed,
-           "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
+           "lowest_failing_eps": r.lowest_failing_eps(), "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
            **p99_detail(best),
            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
            "verdicts": sorted({s.verdict for s in r.steps})}
@@ -134,7 +134,7 @@ def search_row(r) -> dict:
 
 
 def search_table(results: list) -> str:
-    head = ("workload", "max sustainable ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
+    head = ("workload", "max sustainable ev/s", "lowest failing ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
             "peak RSS MiB", "state MiB", "verdicts")
     repeated = any(isinstance(r, RepeatedSearch) for r in results)
     if repeated:    # the row's own figures are its representative search's (the median one)
@@ -142,7 +142,8 @@ def search_table(results: list) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         row = search_row(r)
-        line = (f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {'yes' if r.confirmed else 'no'} | "
+        failing = _fmt(row["lowest_failing_eps"], ",.0f") if row["lowest_failing_eps"] else "none: every step kept up"
+        line = (f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {failing} | {'yes' if r.confirmed else 'no'} | "
                 f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
                 f"{_p99(row)} | "
                 f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "

@@ -233,10 +233,10 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
     while True:
         lo, hi = _bracket(run, cfg, steps, lo, hi, rate)
         if lo is None or len(steps) >= cfg.max_steps:
-            return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
+            return write_search(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
         confirm = run(lo * cfg.confirm_fraction, "confirm")
         if confirm.sustainable:
-            return _finish(out_dir, SearchResult(workload.name, lo, True, tuple(steps)))
+            return write_search(out_dir, SearchResult(workload.name, lo, True, tuple(steps)))
         # `lo` passed by a margin the confirmation did not repeat: the limit lies below the
         # confirmation's rate, so the search goes on beneath it while steps remain.
         stage(f"{workload.name}: the confirmation at {confirm.rate_eps:,.0f} ev/s failed; searching below it")
@@ -244,7 +244,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         lo = max((s.rate_eps for s in steps if s.sustainable and s.rate_eps < hi), default=None)
         rate = max(hi / cfg.growth, cfg.min_rate_eps)
         if lo is None and rate >= hi:                   # the floor itself failed: nothing below to try
-            return _finish(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
+            return write_search(out_dir, SearchResult(workload.name, None, False, tuple(steps)))
 
 
 def _bracket(run, cfg: SearchConfig, steps: list, lo: float | None, hi: float | None, rate: float
@@ -273,11 +273,14 @@ def _bracket(run, cfg: SearchConfig, steps: list, lo: float | None, hi: float | 
     return lo, hi
 
 
-def _finish(out_dir: Path, result: SearchResult) -> SearchResult:
+def write_search(out_dir: Path, result: SearchResult) -> SearchResult:
+    """`out_dir`/search.json: the search's result and every step (written whole or not at all)."""
     data = {"kind": "cepkit.sustainable-search", "schema_version": 1, "workload": result.workload,
             "sustainable_eps": result.sustainable_eps, "confirmed": result.confirmed,
             "steps": [dataclasses.asdict(s) for s in result.steps]}
-    (out_dir / "search.json").write_text(json.dumps(data, indent=2) + "\n")
+    tmp = out_dir / ".search.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(out_dir / "search.json")
     return result
 
 
@@ -330,6 +333,9 @@ class RepeatedSearch:
 
     def best_step(self) -> Step | None:
         return self._rep.best_step()
+
+    def lowest_failing_eps(self) -> float | None:
+        return self._rep.lowest_failing_eps()
 
     def spread(self):
         """The median and range of the confirmed searches' rates (validator.compare_runs.Spread)."""

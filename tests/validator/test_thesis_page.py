@@ -16,7 +16,7 @@ import pytest
 import tomli_w
 
 from cepkit_app.pipelines.micro_summary import write_summary
-from cepkit_app.pipelines.sustainable import SearchResult, Step
+from cepkit_app.pipelines.sustainable import SearchResult, Step, write_search
 from kit.errors import CepkitError
 from kit.shipped import suite_path
 from kit.workload import read_suite, write_spec
@@ -26,9 +26,11 @@ from validator.thesis_page import THESIS_TABLE_7_1, ThesisInputs, read_micro_poi
     write_thesis_page
 
 
-def sustainable_run(run: Path, engine: str, suite_name: str, workloads: list[str], eps: dict[str, float]) -> Path:
+def sustainable_run(run: Path, engine: str, suite_name: str, workloads: list[str], eps: dict[str, float],
+                    failing: dict[str, float] | None = None) -> Path:
     """A `cepkit micro --sustainable` run directory of the shipped suite's chosen workloads: its
-    config, suite.xml and summary.json by the suite's writer (one confirmed step per workload)."""
+    config, suite.xml, summary.json and each workload's search.json by the pipeline's writers (one
+    confirmed step per workload, after an unsustainable one at `failing[name]` if given)."""
     suite = read_suite(suite_path(suite_name))
     chosen = tuple(w for w in suite.workloads if w.name in workloads)
     suite = type(suite)(suite.name, suite.quick, chosen)
@@ -39,7 +41,11 @@ def sustainable_run(run: Path, engine: str, suite_name: str, workloads: list[str
         rate = eps[w.name]
         steps = [Step(1, rate, "confirm", True, "ok", "completed", "PASSED", 0, 10, 100, 200, 900.0, 150.0,
                       str(run / w.name / "step-01"), None, 500, 190, 230, 120)]
-        results.append(SearchResult(w.name, rate, True, tuple(steps)))
+        if failing and w.name in failing:
+            steps.insert(0, Step(0, failing[w.name], "explore", False, "behind", "completed", "NOT VALIDATED",
+                                 10**6, 10, 900, 2000, 900.0, 190.0, str(run / w.name / "step-00")))
+        (run / w.name).mkdir(parents=True)
+        results.append(write_search(run / w.name, SearchResult(w.name, rate, True, tuple(steps))))
     write_summary(suite, results, run)
     return run
 
@@ -69,7 +75,8 @@ def runs(tmp_path_factory, pairs_inputs):  # noqa: F811
              for e in ("spark", "flink")}
     cw = ["count-windows-window-sliding-r500-sum", "count-windows-window-sliding-r5000-sum",
           "count-windows-window-tumbling-r500-sum", "count-windows-window-tumbling-r5000-sum"]
-    micro["cw"] = sustainable_run(root / "cw-spark", "spark", "count-windows", cw, {w: 5000.0 for w in cw})
+    micro["cw"] = sustainable_run(root / "cw-spark", "spark", "count-windows", cw, {w: 5000.0 for w in cw},
+                                  failing={cw[0]: 10_000.0})
     return pairs, quick, micro
 
 
@@ -131,13 +138,21 @@ def test_the_script_writes_the_page_and_refuses_an_existing_dir(runs, tmp_path):
     script = REPO / "benchmarks" / "thesis_results.py"
     out = tmp_path / "page"
     args = [sys.executable, str(script), "--out", str(out), "--pairs", str(pairs["spark"]),
-            "--micro", str(micro["spark"])]
+            "--micro", str(micro["spark"]), "--note", "old"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "## Table 7.1 redone" in proc.stdout and (out / "results.html").is_file()
     again = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "already exists" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+    # Kept: its rows and points; its notes too, unless --fresh-notes (then only the new --note lines).
+    notes = [sys.executable, str(script), "--keep", str(out), "--note", "restated"]
+    assert subprocess.run(notes + ["--out", str(tmp_path / "kept")], capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(notes + ["--fresh-notes", "--out", str(tmp_path / "fresh")], capture_output=True,
+                          timeout=300).returncode == 0
+    first, kept, fresh = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("page", "kept", "fresh"))
+    assert (first["notes"], kept["notes"], fresh["notes"]) == (["old"], ["old", "restated"], ["restated"])
+    assert kept["micro"] == fresh["micro"] == first["micro"] and fresh["pairs"] == first["pairs"]
 
 
 def test_a_kept_page_carries_its_rows_details_points_and_notes_over(runs, tmp_path):
@@ -206,3 +221,31 @@ def test_the_thesis_base_point_stands_on_every_q7_panel(runs):
     assert sorted(p.workload for p in card) == ["patterns-cardinality-maxid100", "patterns-cardinality-maxid10000"]
     assert [p.workload for p in q7_panel_points(pts, "spark", "interval", "within_ms")] == \
         ["patterns-interval-w10s", "patterns-interval-w60s", "patterns-interval-w600s"]
+
+
+def test_a_point_says_where_its_limit_lies(runs, tmp_path):
+    """A search that found an unsustainable rate bounds the limit from above; one whose every step
+    kept up only from below: the page says which, and summary.md gives the lowest failing rate."""
+    _, _, micro = runs
+    by = {p.workload: p for p in read_micro_points([micro["cw"]])}
+    bounded, open_above = by["count-windows-window-sliding-r500-sum"], by["count-windows-window-sliding-r5000-sum"]
+    assert (bounded.failed_eps, bounded.unbounded) == (10_000.0, False)
+    assert bounded.eps_text == "5,000 (< 10,000)"
+    assert (open_above.failed_eps, open_above.unbounded) == (None, True)
+    assert open_above.eps_text == "≥ 5,000 (every step kept up)"
+    md = (write_thesis_page(ThesisInputs(micro=(bounded, open_above)), tmp_path / "page").parent
+          / "results.md").read_text()
+    assert "| 5,000 (< 10,000) |" in md and "| ≥ 5,000 (every step kept up) |" in md
+    summary = (micro["cw"] / "summary.md").read_text()
+    assert "| count-windows-window-sliding-r500-sum | 5,000 | 10,000 |" in summary
+    assert "| count-windows-window-sliding-r5000-sum | 5,000 | none: every step kept up |" in summary
+    row = json.loads((micro["cw"] / "summary.json").read_text())["workloads"][0]
+    assert row["lowest_failing_eps"] == 10_000.0
+
+
+def test_a_missing_search_log_is_one_line_naming_it(runs, tmp_path):
+    _, _, micro = runs
+    run = shutil.copytree(micro["cw"], tmp_path / "cw")
+    (run / "count-windows-window-sliding-r500-sum" / "search.json").unlink()
+    with pytest.raises(CepkitError, match=r"count-windows-window-sliding-r500-sum/search.json"):
+        read_micro_points([run])
