@@ -306,6 +306,7 @@ def test_micro_summary_rows_give_the_count_and_p99_interval():
     step = SimpleNamespace(rate_eps=100.0, sustainable=True, p50_ms=3, p99_ms=9, peak_rss_mib=1.0, state_mib=None,
                            verdict="PASSED", latency_count=6, p99_ci_low_ms=8, p99_ci_high_ms=None)
     search = SimpleNamespace(workload="w", sustainable_eps=100.0, confirmed=True, steps=(step,),
-                             best_step=lambda: step)
+                             best_step=lambda: step, lowest_failing_eps=lambda: None)
     line = search_table([search]).splitlines()[2]
     assert "| 6 | 3 | 9 (max of 6: too few; CI ≥ 8) |" in line
+    assert line.startswith("| w | 100 | none: every step kept up | yes |")
