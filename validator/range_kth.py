@@ -58,31 +58,31 @@ class WaveletMatrix:
         return self.sorted[rank]
 
 
-def range_kth(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: np.ndarray, block: int = BLOCK) -> np.ndarray:
-    """values[lo:hi]'s k-th smallest (0-based) for every query (lo, hi, k), hi > lo, 0 <= k < hi - lo."""
+def range_kth(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, *ks: np.ndarray, block: int = BLOCK
+              ) -> tuple[np.ndarray, ...]:
+    """values[lo:hi]'s k-th smallest (0-based) for every range (hi > lo) and each k array given
+    (0 <= k < hi - lo): one array per k, each block's matrix built once for all of them."""
     values = np.asarray(values, dtype=np.float64)
-    lo, hi, k = (np.asarray(a, dtype=np.int64) for a in (lo, hi, k))
-    out = np.empty(len(lo), dtype=np.float64)
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    ks = tuple(np.asarray(k, dtype=np.int64) for k in ks)
+    outs = tuple(np.empty(len(lo), dtype=np.float64) for _ in ks)
     if not len(lo):
-        return out
-    if np.any(hi <= lo) or np.any(k < 0) or np.any(k >= hi - lo):
+        return outs
+    if np.any(hi <= lo) or any(np.any(k < 0) or np.any(k >= hi - lo) for k in ks):
         raise ValueError("range_kth: every range needs hi > lo and 0 <= k < hi - lo")
     width = int((hi - lo).max())
     order = np.argsort(lo, kind="stable")
-    first = lo[order] // block
-    cuts = np.flatnonzero(np.diff(first)) + 1
+    cuts = np.flatnonzero(np.diff(lo[order] // block)) + 1
     for sel in np.split(order, cuts):
         a = int(lo[sel[0]] // block) * block
-        e = min(len(values), a + block + width)
-        wm = WaveletMatrix(values[a:e])
-        out[sel] = wm.kth(lo[sel] - a, hi[sel] - a, k[sel])
-    return out
+        wm = WaveletMatrix(values[a:min(len(values), a + block + width)])
+        for out, k in zip(outs, ks):
+            out[sel] = wm.kth(lo[sel] - a, hi[sel] - a, k[sel])
+    return outs
 
 
 def range_median(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, block: int = BLOCK) -> np.ndarray:
     """The median of values[lo:hi] per range: the middle value, or the mean of the two middle ones."""
-    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
-    n = hi - lo
-    lower = range_kth(values, lo, hi, (n - 1) // 2, block)
-    upper = range_kth(values, lo, hi, n // 2, block)
+    n = np.asarray(hi, dtype=np.int64) - np.asarray(lo, dtype=np.int64)
+    lower, upper = range_kth(values, lo, hi, (n - 1) // 2, n // 2, block=block)
     return (lower + upper) / 2
