@@ -64,7 +64,17 @@ def _cond(where, column) -> list[str]:
 
 
 def _interval(ms: int) -> str:
-    return f"INTERVAL '{ms / 1000:.3f}' SECOND"
+    """A day-time interval literal of `ms`. Not `INTERVAL 's.fff' SECOND`: SECOND's default leading
+    precision is 2 digits, so 100 s and longer fail validation, and Flink's planner refuses a
+    SECOND(p) wide enough for a day (measured: SECOND(5, 3) -> "DAY_INTERVAL_TYPES precision is
+    not supported"). DAY TO SECOND(3) spans 99 days to the millisecond."""
+    if not 0 <= ms < 100 * 86_400_000:
+        raise CepkitError(f"interval of {ms} ms: Flink SQL takes 0 to 99 days")
+    days, rest = divmod(int(ms), 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return f"INTERVAL '{days} {hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}' DAY TO SECOND(3)"
 
 
 def _where(conds: list[str]) -> str:

@@ -22,7 +22,45 @@ def _env() -> jinja2.Environment:
     # Literals too long for one line (query dicts) are wrapped the way a person would.
     env.filters["pformat"] = lambda v, width=110: pprint.pformat(v, width=width, sort_dicts=False)
     env.filters["wrapstr"] = wrap_str
+    env.filters["wrapsql"] = wrap_sql
     return env
+
+
+def sql_words(sql: str) -> list[str]:
+    """`sql` split at the spaces outside its quotes ('...' literals, `...` names, doubled quotes
+    inside them included), so no word breaks a literal such as INTERVAL '0 00:10:00.000'."""
+    words, cur, quote = [], "", None
+    for ch in sql:
+        if quote is None and ch.isspace():
+            if cur:
+                words.append(cur)
+            cur = ""
+            continue
+        cur += ch
+        if quote is None and ch in "'`":
+            quote = ch
+        elif ch == quote:
+            quote = None        # a doubled quote closes and reopens: the same word goes on
+    if quote is not None:
+        raise CepkitError(f"SQL has an unclosed {quote}: {sql[:80]}")
+    if cur:
+        words.append(cur)
+    return words
+
+
+def wrap_sql(sql: str, width: int = 92) -> str:
+    """`sql` on lines of at most `width` characters (a longer word keeps its own line), broken
+    only between words (sql_words): jinja's wordwrap breaks inside quoted literals."""
+    lines, cur = [], ""
+    for word in sql_words(sql):
+        if cur and len(cur) + 1 + len(word) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    if cur:
+        lines.append(cur)
+    return "\n".join(lines)
 
 
 def wrap_str(text: str, indent: int = 4, width: int = 100) -> str:

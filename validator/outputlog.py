@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -93,17 +93,38 @@ class LoggedFault:
     at_ms: int                  # wall-clock epoch ms of the kill
 
 
+class LazyStreams(Mapping):
+    """Each stream's rows, read from its files the first time they are asked for and then kept: a
+    reader that needs one stream, or only its row count, never holds a long run's other streams."""
+
+    def __init__(self, files: Mapping[str, tuple[Path, ...]], fmt: str, schemas: Mapping[str, RecordSchema]):
+        self._files, self._fmt, self._schemas = dict(files), fmt, dict(schemas)
+        self._read: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._read:
+            self._read[name] = _read_stream(self._files[name], self._fmt, self._schemas.get(name))
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
 @dataclass(frozen=True)
 class OutputLog:
     """A read output log: where it is, its format and clocks, each stream's rows, and the faults
-    injected during the run."""
+    injected during the run. `schemas` are the fields each stream was checked against."""
 
     directory: Path
     format: str
     clocks: Clocks
-    streams: dict[str, pd.DataFrame]
+    streams: Mapping[str, pd.DataFrame]
     files: dict[str, tuple[Path, ...]]
     faults: tuple[LoggedFault, ...] = ()
+    schemas: Mapping[str, RecordSchema] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -112,10 +133,32 @@ class OutputLog:
             raise CepkitError(f"{self.directory}: streams and files disagree")
 
     def stream(self, name: str) -> pd.DataFrame:
-        if name not in self.streams:
-            raise CepkitError(f"{self.directory / LOG_NAME}:streams: no stream {name!r} "
-                              f"(has {', '.join(self.streams) or 'none'})")
+        self._known(name)
         return self.streams[name]
+
+    def iter_stream(self, name: str, columns: Sequence[str] | None = None) -> Iterator[pd.DataFrame]:
+        """The stream's rows file by file, checked as `stream` checks them, without keeping them;
+        `columns` reads only those (the ones a file lacks are left out, as in `stream`)."""
+        self._known(name)
+        for path in self.files[name]:
+            yield _read_file(path, self.format, self.schemas.get(name), columns)
+
+    def rows(self, name: str) -> int | None:
+        """The stream's row count from its files' metadata without reading them (Parquet), or
+        None when only reading would tell (CSV)."""
+        self._known(name)
+        if self.format != "parquet":
+            return None
+        try:
+            return sum(pq.ParquetFile(p).metadata.num_rows for p in self.files[name])
+        except (pa.ArrowException, OSError) as e:
+            raise CepkitError(f"{self.directory}: stream {name}: cannot read a file's metadata: {_first_line(e)}") \
+                from None
+
+    def _known(self, name: str) -> None:
+        if name not in self.files:
+            raise CepkitError(f"{self.directory / LOG_NAME}:streams: no stream {name!r} "
+                              f"(has {', '.join(self.files) or 'none'})")
 
 
 def log_path(path: str | Path) -> Path:
@@ -129,14 +172,17 @@ def log_path(path: str | Path) -> Path:
 
 
 def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None = None, *,
-                    only: bool = False) -> OutputLog:
+                    only: bool = False, lazy: bool = False) -> OutputLog:
     """Read every stream of the log at `path` (run dir, outputs dir or output-log.json).
 
     `schemas` names the streams the run must have and their fields; a log stream that is not in
     `schemas` is read with the stamp columns checked only, or, with `only` (validation), is an
     error naming it (specs/OUTPUT_LOG.md: an engine that wrote a stream under another name would
     otherwise have it silently ignored). Pass `{s.name: s for s in (INDICATOR, MARKET_ORDER)}` for
-    Pairs, or the query output schemas for a microbenchmark run.
+    Pairs, or the query output schemas for a microbenchmark run. With `lazy`, only the log and
+    its file list are read now; each stream's files are read (and checked) when it is first used
+    (`LazyStreams`), or file by file with `OutputLog.iter_stream`: what a run too large to hold
+    whole needs (validator/micro_run.py).
     """
     lpath = log_path(path)
     meta = _read_meta(lpath)
@@ -153,15 +199,18 @@ def read_output_log(path: str | Path, schemas: Mapping[str, RecordSchema] | None
                 raise at(lpath, f"streams.{name}", f"a stream the spec does not have (it has "
                                                    f"{', '.join(schemas) or 'none'}); was it written under "
                                                    "another name?")
-    streams, files = {}, {}
-    for name, entry in streams_meta.items():
-        paths = _stream_files(lpath, name, entry, fmt)
-        schema = schemas.get(name)
-        parts = [_read_file(p, fmt, schema) for p in paths]
-        files[name] = tuple(paths)
-        streams[name] = (pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]) if parts \
-            else _empty_frame(schema)
-    return OutputLog(lpath.parent, fmt, clocks, streams, files, _faults(lpath, meta))
+    files = {name: tuple(_stream_files(lpath, name, entry, fmt)) for name, entry in streams_meta.items()}
+    streams = LazyStreams(files, fmt, schemas)
+    if not lazy:
+        streams = {name: streams[name] for name in files}
+    return OutputLog(lpath.parent, fmt, clocks, streams, files, _faults(lpath, meta), schemas)
+
+
+def _read_stream(paths: Sequence[Path], fmt: str, schema: RecordSchema | None) -> pd.DataFrame:
+    parts = [_read_file(p, fmt, schema) for p in paths]
+    if not parts:
+        return _empty_frame(schema)
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def read_resources(path: str | Path) -> pd.DataFrame | None:
@@ -256,21 +305,27 @@ def _stream_files(lpath: Path, name: str, entry, fmt: str) -> list[Path]:
 
 # -- data files ------------------------------------------------------------------------------
 
-def _read_file(path: Path, fmt: str, schema: RecordSchema | None) -> pd.DataFrame:
+def _read_file(path: Path, fmt: str, schema: RecordSchema | None,
+               columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """One file's rows; with `columns`, only those (the checks on them unchanged)."""
     expected = _expected_columns(schema)
-    table = _read_parquet(path) if fmt == "parquet" else _read_csv(path, expected, keep_all=schema is None)
+    if columns is not None:
+        expected = [(c, required) for c, required in expected if c in columns]
+    table = _read_parquet(path, columns) if fmt == "parquet" else _read_csv(path, expected, keep_all=schema is None)
     for col, required in expected:
         if required and col not in table.column_names:
             raise at(path, col, f"missing column (has {', '.join(table.column_names) or 'none'})")
-    columns = {}
+    frame = {}
     known = {col for col, _ in expected}
     for col in table.column_names:
+        if columns is not None and col not in columns:
+            continue
         if col in known:
-            columns[col] = _checked_column(path, fmt, col, table.column(col), _logical_type(schema, col))
+            frame[col] = _checked_column(path, fmt, col, table.column(col), _logical_type(schema, col))
         elif schema is None:
             # A stream without a schema keeps its columns as the file has them.
-            columns[col] = table.column(col).to_pandas()
-    return pd.DataFrame(columns)
+            frame[col] = table.column(col).to_pandas()
+    return pd.DataFrame(frame)
 
 
 def _expected_columns(schema: RecordSchema | None) -> list[tuple[str, bool]]:
@@ -284,8 +339,11 @@ def _logical_type(schema: RecordSchema | None, col: str) -> str:
     return "long"  # the harness stamps
 
 
-def _read_parquet(path: Path) -> pa.Table:
+def _read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     try:
+        if columns is not None:
+            present = set(pq.read_schema(path).names)
+            return pq.read_table(path, columns=[c for c in columns if c in present])
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
         raise CepkitError(f"{path}: cannot read as Parquet: {_first_line(e)}") from None

@@ -26,6 +26,8 @@ than q^b late holds more than q^b of input somewhere. The search:
 Every step is a full run (fresh dataset at the step's rate, constant profile, `duration_s` long)
 in its own directory, validated unless `validate_steps` is off; each step's verdict and the
 numbers behind it go to `search.jsonl` as they happen, the result to `search.json`.
+A step whose engine failed before it read a single event (a program the engine refuses) ends the
+search with an error: the rate played no part, so no rate can be judged from it.
 
 A found rate moves from search to search as any measurement does. `repeat_search` runs the same
 search K times over the same inputs (the same workload, seeds and settings: every step's dataset
@@ -134,6 +136,14 @@ class SearchResult:
         return min(failed) if failed else None
 
 
+def events_pulled(engine_dir: Path) -> int | None:
+    """How many events the engine read from the feed in the run (None: the run left no record)."""
+    try:
+        return int(json.loads((engine_dir / "logs" / "driver.json").read_text())["pulled"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
 def tail_backlog(engine_dir: Path, tail_fraction: float) -> int | None:
     """Largest backlog sampled in the last `tail_fraction` of the release interval."""
     try:
@@ -163,19 +173,20 @@ def tail_latency_ms(engine_dir: Path, tail_fraction: float) -> int | None:
     try:
         run = json.loads((engine_dir / "run.json").read_text())
         start, end = run["timings"]["run_start_wall_ms"], run["timings"].get("driver_finished_ms")
-        log = read_output_log(engine_dir / "outputs")
+        log = read_output_log(engine_dir / "outputs", lazy=True)
+        if start is None or end is None:
+            return None
+        cut = end - (end - start) * tail_fraction
+        lat = []
+        # File by file and two columns only: a long step's answers need not fit in memory.
+        for name in log.files:
+            for df in log.iter_stream(name, (ARRIVAL_TS, INPUT_TS)):
+                if len(df) and INPUT_TS in df.columns:
+                    arrival = df[ARRIVAL_TS].to_numpy(np.int64)
+                    mask = (arrival >= cut) & (arrival <= end) & df[INPUT_TS].notna().to_numpy()
+                    lat.append(arrival[mask] - df[INPUT_TS].to_numpy()[mask].astype(np.int64))
     except (OSError, KeyError, ValueError, TypeError, CepkitError):
         return None
-    if start is None or end is None:
-        return None
-    cut = end - (end - start) * tail_fraction
-    lat = []
-    for name in log.streams:
-        df = log.stream(name)
-        if len(df) and INPUT_TS in df.columns:
-            arrival = df[ARRIVAL_TS].to_numpy(np.int64)
-            mask = (arrival >= cut) & (arrival <= end) & df[INPUT_TS].notna().to_numpy()
-            lat.append(arrival[mask] - df[INPUT_TS].to_numpy()[mask].astype(np.int64))
     values = np.concatenate(lat) if lat else np.array([], dtype=np.int64)
     return int(np.median(values)) if len(values) else None
 
@@ -224,6 +235,11 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
+        if res.status == "failed" and events_pulled(step_dir / "engine") == 0:
+            # The engine failed before it read an event (a program Flink's planner refuses, a
+            # missing jar): the rate played no part, so no other rate can be judged either.
+            raise CepkitError(f"{workload.name}: step {n} at {rate:,.0f} ev/s: the engine read no event: "
+                              f"{res.message} (see {step_dir / 'engine' / 'logs'})")
         stage(f"{workload.name}: {rate:,.0f} ev/s {'sustainable' if ok else 'NOT sustainable'} ({reason})")
         return step
 

@@ -78,6 +78,40 @@ def test_nothing_sustainable_down_to_the_floor(tmp_path):
     assert all("q^a" in s.reason for s in result.steps)
 
 
+def _failing(pulled: int, calls: list):
+    """A step whose engine program dies: before reading an event (pulled 0) or after."""
+    model = capacity_model(5000, calls)
+
+    def run_step(workload, step_dir, run_changes, validate):
+        res = model(workload, step_dir, run_changes, validate)
+        (step_dir / "engine" / "logs").mkdir()
+        (step_dir / "engine" / "logs" / "driver.json").write_text(json.dumps({"released": pulled, "pulled": pulled}))
+        return SimpleNamespace(**{**vars(res), "status": "failed",
+                                  "message": "the engine program exited before it started (exit code 1): sqlQuery"})
+
+    return run_step
+
+
+def test_an_engine_that_fails_before_reading_an_event_stops_the_search(tmp_path):
+    """A program the engine refuses fails alike at every rate: searching down would report
+    throughput "limits" that are start-up failures (the first Flink Q7 w600s search did: 15,000,
+    7,500 and 3,750 ev/s "NOT sustainable" in 23 s)."""
+    calls: list = []
+    cfg = SearchConfig(duration_s=5, max_steps=8, validate_steps=False)
+    with pytest.raises(CepkitError, match=r"w: step 1 at 1,000 ev/s: the engine read no event: .*sqlQuery"):
+        find_sustainable_rate(_failing(0, calls), WORKLOAD, tmp_path / "s", cfg)
+    assert len(calls) == 1 and not (tmp_path / "s" / "search.json").exists()
+    assert json.loads((tmp_path / "s" / "search.jsonl").read_text())["reason"].startswith("run failed: ")
+
+
+def test_an_engine_that_dies_under_load_is_a_failed_rate(tmp_path):
+    calls: list = []
+    cfg = SearchConfig(duration_s=5, min_rate_eps=250, max_steps=8, validate_steps=False)
+    result = find_sustainable_rate(_failing(1234, calls), WORKLOAD, tmp_path / "s", cfg)
+    assert [c[0] for c in calls] == [1000, 500, 250] and result.sustainable_eps is None
+    assert all(s.reason.startswith("run failed: ") for s in result.steps)
+
+
 def test_a_failed_confirmation_is_reported_not_hidden(tmp_path):
     """An engine whose capacity drops after a while: every confirmation fails, the search looks
     below each failed one while steps remain, and in the end nothing is claimed."""

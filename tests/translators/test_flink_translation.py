@@ -7,8 +7,10 @@ import pytest
 
 from kit.shipped import SUITE_NAMES, suite_path
 from kit.workload import read_suite
-from translators.flink_micro import flink_plan, query_sql
+from kit.errors import CepkitError
+from translators.flink_micro import _interval, flink_plan, query_sql
 from translators.micro_literal import query_literal
+from translators.render import sql_words, wrap_sql
 
 
 def _literal(suite: str, workload: str) -> dict:
@@ -48,7 +50,8 @@ def test_a_filter_selects_its_fields_and_keeps_its_conditions():
 
 def test_a_time_window_hops_by_its_slide_over_its_range():
     sql = query_sql(_literal("time-windows", "time-windows-rate-q3-range10s-rate500"))
-    assert "TABLE(HOP(TABLE S1, DESCRIPTOR(rowtime), INTERVAL '1.000' SECOND, INTERVAL '10.000' SECOND))" in sql
+    assert ("TABLE(HOP(TABLE S1, DESCRIPTOR(rowtime), INTERVAL '0 00:00:01.000' DAY TO SECOND(3), "
+            "INTERVAL '0 00:00:10.000' DAY TO SECOND(3)))") in sql
     assert "CAST(AVG(`A1`) AS DOUBLE) AS `avgA1`" in sql and "window_end AS windowEnd" in sql
     assert sql.endswith("GROUP BY window_start, window_end")
 
@@ -60,7 +63,7 @@ def test_patterns_pair_by_key_within_the_window_in_feed_order():
         assert part in all_all
     one_all = query_sql(_literal("patterns", "patterns-consumption-one-all"))
     for part in ("MATCH_RECOGNIZE (PARTITION BY `ID` ORDER BY rowtime, `offset`", "AFTER MATCH SKIP TO NEXT ROW",
-                 "PATTERN (a1 z*? a2) WITHIN INTERVAL '2.000' SECOND", "DEFINE a1 AS a1.`stream` = 'S1'"):
+                 "PATTERN (a1 z*? a2) WITHIN INTERVAL '0 00:00:02.000' DAY TO SECOND(3)", "DEFINE a1 AS a1.`stream` = 'S1'"):
         assert part in one_all
 
 
@@ -71,3 +74,45 @@ def test_every_quick_query_has_a_flink_plan():
                 plan, _ = flink_plan(q)
                 if plan == "sql":
                     assert query_sql(q).startswith(f"SELECT '{q['id']}' AS `stream`")
+
+
+@pytest.mark.parametrize("ms, literal", [
+    (0, "'0 00:00:00.000'"), (1, "'0 00:00:00.001'"), (2_000, "'0 00:00:02.000'"),
+    (600_000, "'0 00:10:00.000'"),          # Q7's 600-s interval: SECOND(2) refused it
+    (3_723_004, "'0 01:02:03.004'"), (86_400_000 + 250, "'1 00:00:00.250'")])
+def test_intervals_are_day_to_second_literals_of_any_length(ms, literal):
+    assert _interval(ms) == f"INTERVAL {literal} DAY TO SECOND(3)"
+
+
+def test_an_interval_flink_cannot_hold_is_refused():
+    for ms in (-1, 100 * 86_400_000):
+        with pytest.raises(CepkitError, match="0 to 99 days"):
+            _interval(ms)
+
+
+def test_sql_wraps_between_words_never_inside_a_quoted_literal():
+    sql = ("SELECT a FROM S1 WHERE rowtime < rowtime + INTERVAL '0 00:10:00.000' DAY TO SECOND(3) "
+           "AND `odd name` = 'it''s here' AND x = 1")
+    assert sql_words(sql)[9:11] == ["INTERVAL", "'0 00:10:00.000'"] and "`odd name`" in sql_words(sql)
+    assert "'it''s here'" in sql_words(sql)
+    for width in range(10, 60):
+        lines = wrap_sql(sql, width).split("\n")
+        assert " ".join(lines) == sql                          # nothing lost, broken only at spaces
+        assert all(line.count("'") % 2 == 0 and line.count("`") % 2 == 0 for line in lines)
+        assert all(len(line) <= width or len(sql_words(line)) == 1 for line in lines)
+
+
+def test_an_unclosed_quote_in_sql_is_an_error():
+    with pytest.raises(CepkitError, match="unclosed '"):
+        sql_words("SELECT 'oops FROM S1")
+
+
+def test_every_shipped_query_keeps_its_literals_whole_in_the_program():
+    """The program's SQL is the translator's, word for word, for every workload of every suite."""
+    for name in SUITE_NAMES:
+        for quick in (False, True):
+            for w in read_suite(suite_path(name, quick=quick)).workloads:
+                for q in map(query_literal, w.queries):
+                    if flink_plan(q)[0] == "sql":
+                        sql = query_sql(q)
+                        assert " ".join(wrap_sql(sql).split("\n")) == " ".join(sql.split())
