@@ -106,16 +106,15 @@ def read_part(path: Path, like: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(frame)
 
 
-def input_part(streams: dict[str, pd.DataFrame], column: str, parts: int, p: int,
-               index: dict[str, np.ndarray]) -> dict[str, pd.DataFrame]:
-    """The input streams' events whose `column` falls in partition `p` (`index`: each stream's
-    partitions, computed once)."""
-    out = {}
-    for name, df in streams.items():
-        if name not in index:
-            index[name] = partition_of(df[column], parts) if column in df.columns else np.zeros(len(df), np.int64)
-        out[name] = df[index[name] == p]
-    return out
+def input_index(streams: dict[str, pd.DataFrame], column: str, parts: int) -> dict[str, np.ndarray]:
+    """Each input stream's events' partitions (a stream without `column`: all in partition 0)."""
+    return {name: partition_of(df[column], parts) if column in df.columns else np.zeros(len(df), np.int64)
+            for name, df in streams.items()}
+
+
+def input_part(streams: dict[str, pd.DataFrame], index: dict[str, np.ndarray], p: int) -> dict[str, pd.DataFrame]:
+    """The input streams' events of partition `p` (`index`: input_index)."""
+    return {name: df[index[name] == p] for name, df in streams.items()}
 
 
 def merge(parts: Sequence[StreamComparison], schema: RecordSchema) -> StreamComparison:

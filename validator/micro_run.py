@@ -23,8 +23,8 @@ from kit.records import Field, RecordSchema
 from kit.workload.query_base import INPUT_TS, WINDOW_END
 from validator.compare import StreamComparison, compare_stream
 from validator.latency import LatencyStats, event_time_latency_ms, latency_stats
-from validator.micro_partitions import (PARTITION_ROWS, input_part, merge, partition_columns, partition_count,
-                                       read_part, spill, spill_directory)
+from validator.micro_partitions import (PARTITION_ROWS, input_index, input_part, merge, partition_columns,
+                                       partition_count, read_part, spill, spill_directory)
 from validator.micro_reference import expected_for_query
 from validator.micro_inputs import load_micro_dataset
 from validator.adaptivity import PEAK, AdaptivityMetrics, adaptivity_metrics
@@ -147,12 +147,13 @@ def _fits_int32(lat: np.ndarray) -> bool:
 def _compare_in_parts(q, streams, table, log, shift: int, split: tuple[str, str], parts: int
                       ) -> tuple[StreamComparison, np.ndarray]:
     key_in, key_out = split
-    results, lats, index = [], [], {}
+    results, lats = [], []
+    index = input_index(streams, key_in, parts)
     empty = _empty_like(log, q.id)
     with spill_directory(log.directory) as tmp:
         paths = spill(log.iter_stream(q.id), key_out, parts, Path(tmp))
         for p, path in enumerate(paths):
-            exp = expected_for_query(q, input_part(streams, key_in, parts, p, index), table)
+            exp = expected_for_query(q, input_part(streams, index, p), table)
             comparison, lat = _compare(q, exp, read_part(path, empty), shift)
             results.append(comparison)
             lats.append(lat)
