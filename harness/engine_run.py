@@ -103,6 +103,7 @@ class _Run:
         self.local_fs_jar: str | None = None
         self.runtime_jar: str | None = None
         self.script: Path | None = None
+        self.scratch: Path | None = None       # the JVMs' temporary files (harness/launch.py scratch_dir)
         # Who may connect to the feed and the sink (specs/DRIVER.md): only in the servers, the
         # clients and the program's environment; never in a file but `engine/secret` (external).
         self.secret = new_secret()
@@ -138,6 +139,7 @@ class _Run:
         self.class_archive = launch.applied.get("jvm_class_archive")
         self.local_fs_jar = launch.applied.get("local_fs_jar")
         self.runtime_jar = launch.applied.get("runtime_jar")
+        self.scratch = launch.scratch
         self.env = {**self.env, **launch.env}
         self.command = launch.command
         write_json(logs / "command.json", self.command)

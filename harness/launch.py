@@ -28,6 +28,8 @@ RUNTIME_ZIP = "runtime.zip"
 SUBMIT_SCRIPT = "spark-submit.sh"
 # Beside the by-hand script, while an external launch waits: the run's secret (see the module doc).
 SECRET_FILE = "secret"
+# In the run directory while the engine runs: its JVMs' temporary files (see scratch_dir).
+SCRATCH_DIR = "tmp"
 
 
 def secret_file(spec: EngineRunSpec) -> Path:
@@ -54,6 +56,33 @@ def secret_lines(path: Path) -> list[str]:
             f"  {SECRET_ENV}=$(cat {quoted})",
             f"  export {SECRET_ENV}",
             "fi"]
+
+
+def scratch_dir(spec: EngineRunSpec) -> Path | None:
+    """Where the program's JVMs keep their temporary files (`java.io.tmpdir`): `tmp/` in the run
+    directory, made here and removed when the run ends (harness/run_finish.py). A JVM removes its
+    temporary files only when it exits cleanly, so a killed engine left them in /tmp for good:
+    Flink's extracted planner and RPC jars (45 and 23 MB each time), Spark's `spark-*` and
+    `blockmgr-*` directories. None for a run directory whose path holds whitespace, which neither
+    engine's option string can carry (its JVMs keep /tmp), and for `launch = "external"`: the
+    by-hand scripts leave the JVMs' temporary directory alone, as they may run on another machine."""
+    path = (spec.run_dir / SCRATCH_DIR).absolute()
+    if spec.launch != "harness" or any(c.isspace() for c in str(path)):
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def with_driver_tmpdir(conf: tuple[tuple[str, str], ...], scratch: Path | None) -> tuple[tuple[str, str], ...]:
+    """`conf` with the Spark driver's `java.io.tmpdir` in `scratch` (in local mode its executor
+    too, and `spark.local.dir` defaults to it); the user's own driver Java options follow ours, so
+    one of theirs wins."""
+    if scratch is None:
+        return conf
+    key, ours = "spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}"
+    given = dict(conf)
+    given[key] = f"{ours} {given[key]}" if given.get(key) else ours
+    return tuple(given.items())
 
 
 def checkpoint_location(spec: EngineRunSpec, run_dir: Path) -> str:

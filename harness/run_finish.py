@@ -6,6 +6,7 @@ half-started run: whatever ran is cleaned up and recorded.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def _cleanup(run) -> None:
             errors.append(f"program: {e}")
     if run.sampler is not None:
         run.sampler.stop()
+    if run.scratch is not None and (run.program is None or run.program.poll() is not None):
+        # What the engine's JVMs left (all of it, when one was killed): only temporary files.
+        shutil.rmtree(run.scratch, ignore_errors=True)
     if run.backlog_log is not None:
         run.backlog_log.close()
     if run.driver is not None:

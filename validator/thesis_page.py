@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -428,10 +429,14 @@ def _table_rows(inputs: ThesisInputs) -> list[dict]:
             rows.append({"sf": sf, "who": name, "profile": "standard (2 h)", "strategies": strategies,
                          "p99": "–" if p99 is None else f"{p99:,} ms", "pscore": "–" if ps is None else f"{ps:,.2f}",
                          "verdict": "could not run" if p99 is None else "", "thesis": True})
-        rows += [_our_row(r) for r in ours.get(sf, [])]
+        rows += [_our_row(r) for r in sorted(ours.get(sf, []), key=_ours_order)]
     for sf in sorted(set(ours) - thesis_sfs):
-        rows += [_our_row(r) for r in ours[sf]]
+        rows += [_our_row(r) for r in sorted(ours[sf], key=_ours_order)]
     return rows
+
+
+def _ours_order(r: PairsRow) -> tuple:
+    return r.engine, r.source
 
 
 def _our_row(r: PairsRow) -> dict:
@@ -496,15 +501,25 @@ def run_details(rows: Sequence[PairsRow]) -> list[dict]:
 
 
 def _details_order(d: dict) -> tuple:
-    """Section (d) in Table 7.1's order: by scale factor, then engine (titles "cepkit on E, SF N")."""
+    """Section (d) in Table 7.1's order: by scale factor, then engine (titles "cepkit on E, SF N"),
+    then run directory."""
     engine, _, sf = d["title"].removeprefix("cepkit on ").rpartition(", SF ")
-    return (int(sf), engine) if sf.isdigit() else (math.inf, d["title"])
+    return ((int(sf), engine) if sf.isdigit() else (math.inf, d["title"])) + (d["source"],)
+
+
+def _told_apart(items: list[dict], label: str, same) -> None:
+    """Rows or sections of ours that would read alike (two runs of one engine at one SF) get their
+    run directory's name after `label`, in place."""
+    counts = Counter(same(i) for i in items if i.get("source"))
+    for i in items:
+        if i.get("source") and counts[same(i)] > 1:
+            i[label] = f"{i[label]} ({Path(i['source']).name})"
 
 
 def _details_markdown(details: list[dict]) -> list[str]:
     lines = []
     for d in details:
-        lines += [f"### {d['title']}", "", d["summary"] + ".", "",
+        lines += [f"### {d.get('heading', d['title'])}", "", d["summary"] + ".", "",
                   "| phase | sim s | input ev/s (nominal) | MarketOrder n | p50 ms | p99 ms |", "|---|---|---|---|---|---|"]
         lines += [f"| {p['phase']} | {p['sim_s']} | {p['input']} | {p['orders']} | {p['p50']} | {p['p99']} |"
                   for p in d["phases"]]
@@ -542,6 +557,9 @@ def write_thesis_page(inputs: ThesisInputs, out_dir: str | Path) -> Path:
     table, micro = _table_rows(inputs), _micro_rows(inputs.micro)
     details = [*inputs.details, *(d for d in run_details(inputs.pairs) if d["source"] not in kept)]
     details.sort(key=_details_order)
+    _told_apart(table, "who", lambda r: (r["sf"], r["who"]))
+    details = [{**d, "heading": d["title"]} for d in details]      # the kept title stays as it was
+    _told_apart(details, "heading", lambda d: d["title"])
     with staged as tmp:
         figures = []
         for fid, title, draw, note in (("q7", "Q7 pattern: sustainable throughput (thesis Figure 4.15)", plot_q7, "q7"),

@@ -14,13 +14,14 @@ the cluster its `--master` names).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable
 
 from harness.flink_restore import newest_checkpoint
 from harness.health import dir_usage
-from harness.launch import by_hand_script, secret_file
+from harness.launch import by_hand_script, scratch_dir, secret_file
 from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
 from kit.errors import CepkitError
@@ -70,6 +71,15 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     # Flink's own log (the gateway JVM: the mini-cluster, or the cluster client) beside the
     # program's, per run, instead of one file inside the environment's pyflink package for every run.
     logs = {"FLINK_LOG_DIR": str((spec.run_dir / "logs").absolute())}
+    # The gateway JVM's temporary files (Flink's io.tmp.dirs defaults to them: the mini-cluster's,
+    # the extracted planner and RPC jars) in the run's scratch directory, when the harness starts
+    # the program (a by-hand script may run elsewhere); PyFlink's gateway launcher puts JVM_ARGS on
+    # the java command line (the user's own JVM_ARGS after ours: one of theirs wins). TMPDIR: the
+    # Python processes' too.
+    scratch = scratch_dir(spec)
+    jvm = {} if scratch is None else {
+        "JVM_ARGS": " ".join(filter(None, [f"-Djava.io.tmpdir={scratch}", os.environ.get("JVM_ARGS")])),
+        "TMPDIR": str(scratch)}
     if address is None:
         script = by_hand_script(["# This run's Flink program, by hand (specs/ENGINES.md). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
@@ -82,7 +92,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
                           f"# {spec.master} (specs/ENGINE_RUN.md, \"Clusters\"). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
                          exports, flink_run_command(spec, own, address), secret_file(spec))
-    return Launch(command, SCRIPT, script, logs, {})
+    return Launch(command, SCRIPT, script, {**logs, **jvm}, {}, scratch)
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:

@@ -9,7 +9,8 @@ from typing import Callable
 from harness.fault_injection import executor_jvms
 from harness.health import dir_usage
 from harness.jvm_archive import driver_java_options
-from harness.launch import SUBMIT_SCRIPT, engine_conf, python_command, secret_file, spark_submit_command, submit_script
+from harness.launch import (SUBMIT_SCRIPT, engine_conf, python_command, scratch_dir, secret_file, spark_submit_command,
+                            submit_script, with_driver_tmpdir)
 from harness.local_fs import local_fs_settings
 from harness.run_spec import EngineRunSpec
 from harness.runtime_jar import runtime_jar_settings
@@ -19,14 +20,19 @@ from harness.runners import Launch
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     conf, applied, extra_env = engine_conf(spec), {}, {}
     submit = spark_submit_command(spec, args, conf)
+    scratch = scratch_dir(spec)
+    conf = with_driver_tmpdir(conf, scratch)
     if spec.jvm_class_archive:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
         conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
     if spec.launch == "harness" and spec.trigger == "realtime":
         conf, extra_env, applied["runtime_jar"] = runtime_jar_settings(conf, extra_env, spec.master, spec.python)
+    if scratch is not None:         # the Python processes' temporary files too (the source's pause file)
+        extra_env = {**extra_env, "TMPDIR": str(scratch)}
     command = python_command(spec, args, conf) if spec.launch == "harness" else submit
-    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env, secret_file(spec)), extra_env, applied)
+    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env, secret_file(spec)), extra_env, applied,
+                  scratch)
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:

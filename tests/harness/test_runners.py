@@ -65,3 +65,33 @@ def test_the_engine_interpreter_is_ours_or_its_own_environments(tmp_path, monkey
     monkeypatch.setenv("CEPKIT_FLINK_PYTHON", str(tmp_path / "nowhere"))
     with pytest.raises(CepkitError, match="CEPKIT_FLINK_PYTHON: .*nowhere: no such interpreter"):
         engine_python("flink")
+
+
+@pytest.mark.parametrize("engine", ["spark", "flink"])
+def test_the_engine_jvms_keep_their_temporary_files_in_the_run_directory(engine, tmp_path, monkeypatch):
+    # A killed JVM never deletes its temporary files (Flink's extracted jars, Spark's spark-* and
+    # blockmgr-*): they go to the run's tmp/, which the harness removes when the run ends.
+    monkeypatch.setenv("JVM_ARGS", "-Duser.flag=1")
+    spec = _spec(tmp_path, engine=engine, jvm_class_archive=False, quiet_local_fs=False,
+                 spark_conf=(("spark.driver.extraJavaOptions", "-Dmine=1"),))
+    launch = runner(engine).launch(spec, ARGS, {})
+    scratch = spec.run_dir.absolute() / "tmp"
+    assert launch.scratch == scratch and scratch.is_dir() and launch.env["TMPDIR"] == str(scratch)
+    if engine == "spark":
+        assert f"spark.driver.extraJavaOptions=-Djava.io.tmpdir={scratch} -Dmine=1" in launch.command
+    else:
+        assert launch.env["JVM_ARGS"] == f"-Djava.io.tmpdir={scratch} -Duser.flag=1"
+        assert "-Dmine=1" not in " ".join(launch.command)
+    # The by-hand script may run on another machine: it leaves the JVM's temporary directory alone.
+    assert "java.io.tmpdir" not in launch.script
+    external = _spec(tmp_path, engine=engine, launch="external", jvm_class_archive=False, quiet_local_fs=False)
+    assert runner(engine).launch(external, ARGS, {}).scratch is None
+
+
+def test_a_run_directory_with_whitespace_keeps_the_jvms_tmp(tmp_path):
+    (tmp_path / "p.py").write_text("")
+    spec = EngineRunSpec(program=tmp_path / "p.py", run_dir=tmp_path / "my runs" / "engine",
+                         driver=DriverConfig(tmp_path), engine="flink")
+    launch = runner("flink").launch(spec, ARGS, {})
+    assert launch.scratch is None and not {"JVM_ARGS", "TMPDIR"} & set(launch.env)
+    assert not (spec.run_dir / "tmp").exists()

@@ -187,6 +187,33 @@ def test_a_kept_page_carries_its_rows_details_points_and_notes_over(runs, tmp_pa
     assert len(again.details) == 1      # flink's kept details; spark's come from its run again
 
 
+def test_two_runs_of_one_engine_at_one_sf_are_told_apart(runs, tmp_path):
+    """A rerun (e.g. after a fix) sits beside the earlier run of the same engine and SF, kept or
+    read anew: each row and section names its run directory; rows of their own SF stay as they were."""
+    from validator.thesis_page import read_kept_page
+
+    pairs, _, _ = runs
+    rerun = copy_run(pairs["spark"], tmp_path / "rerun-spark")
+    first = write_thesis_page(ThesisInputs(read_pairs_rows([pairs["spark"], pairs["flink"]]), ()),
+                              tmp_path / "first").parent
+    page = write_thesis_page(ThesisInputs(read_pairs_rows([rerun]), ()).keeping(read_kept_page(first)),
+                             tmp_path / "second")
+    doc = json.loads((page.parent / "results.json").read_text())
+    ours = [r["who"] for r in doc["table_7_1"] if r["sf"] == 1 and not r["thesis"]]
+    assert ours[0] == "cepkit on flink"
+    assert sorted(ours[1:]) == ["cepkit on spark (pairs-spark)", "cepkit on spark (rerun-spark)"]
+    headings = [d["heading"] for d in doc["details"]]
+    assert headings[0] == "cepkit on flink, SF 1"
+    assert sorted(headings[1:]) == ["cepkit on spark, SF 1 (pairs-spark)", "cepkit on spark, SF 1 (rerun-spark)"]
+    assert {d["title"] for d in doc["details"]} == {"cepkit on flink, SF 1", "cepkit on spark, SF 1"}
+    md = (page.parent / "results.md").read_text()
+    assert "### cepkit on spark, SF 1 (rerun-spark)" in md and "| 1 | cepkit on spark (pairs-spark) |" in md
+    assert page.read_text().count("<h3>cepkit on spark, SF 1 (") == 2
+    # Kept again, the names are not added twice.
+    third = write_thesis_page(ThesisInputs((), ()).keeping(read_kept_page(page.parent)), tmp_path / "third")
+    assert json.loads((third.parent / "results.json").read_text())["details"] == doc["details"]
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"kind": "cepkit.micro-summary", "schema_version": 1}', "kind: 'cepkit.micro-summary'"),
     ('{"kind": "cepkit.thesis-results", "schema_version": 9}', "schema_version: 9"),
