@@ -71,10 +71,15 @@ def driver_java_options(spark_conf: tuple[tuple[str, str], ...], python: str = s
     path = archive_path(python)
     if path is None or not path.is_file():
         return spark_conf, None
-    ours = f"-XX:SharedArchiveFile={path} -Xshare:auto {QUIET}"
+    return with_driver_java_options(spark_conf, f"-XX:SharedArchiveFile={path} -Xshare:auto {QUIET}"), str(path)
+
+
+def with_driver_java_options(spark_conf: tuple[tuple[str, str], ...], ours: str) -> tuple[tuple[str, str], ...]:
+    """`spark_conf` with `ours` before the driver's other Java options: the user's come after, so
+    one of theirs wins."""
     conf = dict(spark_conf)
     conf[JAVA_OPTIONS_KEY] = f"{ours} {conf[JAVA_OPTIONS_KEY]}" if conf.get(JAVA_OPTIONS_KEY) else ours
-    return tuple(conf.items()), str(path)
+    return tuple(conf.items())
 
 
 PRIMING_JOB = r'''

@@ -73,18 +73,6 @@ def scratch_dir(spec: EngineRunSpec) -> Path | None:
     return path
 
 
-def with_driver_tmpdir(conf: tuple[tuple[str, str], ...], scratch: Path | None) -> tuple[tuple[str, str], ...]:
-    """`conf` with the Spark driver's `java.io.tmpdir` in `scratch` (in local mode its executor
-    too, and `spark.local.dir` defaults to it); the user's own driver Java options follow ours, so
-    one of theirs wins."""
-    if scratch is None:
-        return conf
-    key, ours = "spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}"
-    given = dict(conf)
-    given[key] = f"{ours} {given[key]}" if given.get(key) else ours
-    return tuple(given.items())
-
-
 def checkpoint_location(spec: EngineRunSpec, run_dir: Path) -> str:
     """The query's checkpoint: in the run directory, or a fresh directory under
     `spec.checkpoint_url` (shared storage every node of a cluster sees)."""

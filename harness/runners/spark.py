@@ -8,9 +8,9 @@ from typing import Callable
 
 from harness.fault_injection import executor_jvms
 from harness.health import dir_usage
-from harness.jvm_archive import driver_java_options
+from harness.jvm_archive import driver_java_options, with_driver_java_options
 from harness.launch import (SUBMIT_SCRIPT, engine_conf, python_command, scratch_dir, secret_file, spark_submit_command,
-                            submit_script, with_driver_tmpdir)
+                            submit_script)
 from harness.local_fs import local_fs_settings
 from harness.run_spec import EngineRunSpec
 from harness.runtime_jar import runtime_jar_settings
@@ -21,7 +21,8 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     conf, applied, extra_env = engine_conf(spec), {}, {}
     submit = spark_submit_command(spec, args, conf)
     scratch = scratch_dir(spec)
-    conf = with_driver_tmpdir(conf, scratch)
+    if scratch is not None:         # in local mode spark.local.dir follows java.io.tmpdir
+        conf = with_driver_java_options(conf, f"-Djava.io.tmpdir={scratch}")
     if spec.jvm_class_archive:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
