@@ -47,5 +47,31 @@ def auth_frame(secret: str) -> dict:
 
 
 def secret_matches(expected: str, given) -> bool:
-    """Whether `given` (anything a peer sent) is the secret, compared in constant time."""
-    return isinstance(given, str) and hmac.compare_digest(expected.encode(), given.encode())
+    """Whether `given` (anything a peer sent) is the secret, compared in constant time. Anything a
+    peer sends is an answer here, never an exception: a str that is not valid Unicode (a lone
+    surrogate, which JSON carries as an escape) cannot be the secret."""
+    if not isinstance(given, str):
+        return False
+    try:
+        given_bytes = given.encode()
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(expected.encode(), given_bytes)
+
+
+class ServerHandshake:
+    """The server's side of one connection's authentication, fed one frame header at a time:
+    `step(header)` returns `(reply, done, why)`: a header to send back (or None), whether the peer
+    is now authenticated, and, when it is refused, why (one line naming no value the peer sent).
+    Pure: it reads no socket, so the server can run many at once in one thread, and a test or a
+    fuzzer can drive it directly."""
+
+    def __init__(self, secret: str):
+        self._secret = secret
+
+    def step(self, header: dict) -> tuple[dict | None, bool, str | None]:
+        if header.get("op") != AUTH_OP:
+            return None, False, "its first frame was not auth"
+        if not secret_matches(self._secret, header.get("secret")):
+            return None, False, "wrong secret"
+        return {"ok": True}, True, None

@@ -76,6 +76,12 @@ def raise_for(header: dict, where: str = "driver") -> dict:
     raise cls(f"{where}: {header.get('message', 'request failed')}")
 
 
+def encode_frame(header: dict) -> bytes:
+    """A whole frame without a body."""
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return PREFIX.pack(len(head), 0) + head
+
+
 def send_frame(sock: socket.socket, header: dict, body=None) -> None:
     head = json.dumps(header, separators=(",", ":")).encode()
     size = 0 if body is None else len(body)
@@ -84,6 +90,11 @@ def send_frame(sock: socket.socket, header: dict, body=None) -> None:
     sock.sendall(PREFIX.pack(len(head), size) + head)
     if size:
         sock.sendall(memoryview(body))
+
+
+# A body up to this size is allocated whole when its prefix arrives; a larger one grows as its
+# bytes arrive, so a prefix that claims gigabytes and sends nothing costs nothing.
+_PREALLOCATE_BYTES = 16 << 20
 
 
 def _recv_into(sock: socket.socket, buf: memoryview, deadline: float | None = None) -> bool:
@@ -119,17 +130,36 @@ def recv_frame(sock: socket.socket, *, max_header: int = MAX_HEADER_BYTES, max_b
     if body_len > max_body:
         raise ProtocolError(f"frame body of {body_len} bytes exceeds {max_body}")
     head = bytearray(head_len)
-    body = bytearray(body_len)
-    if (head_len and not _recv_into(sock, memoryview(head), deadline)) or \
-            (body_len and not _recv_into(sock, memoryview(body), deadline)):
+    if head_len and not _recv_into(sock, memoryview(head), deadline):
         raise ConnectionResetError("connection closed in the middle of a frame")
+    body = _recv_body(sock, body_len, deadline)
     try:
         header = json.loads(head)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"frame header is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:       # not UTF-8, not JSON, or nested beyond Python's stack
+        raise ProtocolError(f"frame header is not JSON: {type(e).__name__}") from None
     if not isinstance(header, dict):
         raise ProtocolError("frame header is not a JSON object")
     return header, memoryview(body)
+
+
+def _recv_body(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
+    """`size` bytes; allocated whole up to _PREALLOCATE_BYTES, grown as they arrive beyond."""
+    if size <= _PREALLOCATE_BYTES:
+        body = bytearray(size)
+        if size and not _recv_into(sock, memoryview(body), deadline):
+            raise ConnectionResetError("connection closed in the middle of a frame")
+        return body
+    body = bytearray(_PREALLOCATE_BYTES)
+    got = 0
+    while got < size:
+        if got == len(body):
+            body.extend(bytes(min(len(body), size - len(body))))     # doubles, up to the size
+        view = memoryview(body)[got:]
+        if not _recv_into(sock, view, deadline):
+            raise ConnectionResetError("connection closed in the middle of a frame")
+        got += len(view)
+        view.release()
+    return body
 
 
 def encode_batches(schema: pa.Schema, batches) -> pa.Buffer:

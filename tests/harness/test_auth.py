@@ -132,7 +132,7 @@ def test_a_silent_peer_is_refused_after_the_timeout(server):
         t0 = time.monotonic()
         refusal = answer(s, None)
         waited = time.monotonic() - t0
-    assert refusal["error"] == "unauthorized" and f"no auth frame within {SHORT_S:g} s" in refusal["message"]
+    assert refusal["error"] == "unauthorized" and f"no whole auth handshake within {SHORT_S:g} s" in refusal["message"]
     assert SHORT_S * 0.9 <= waited < SHORT_S + 2
     assert wait_for(lambda: server.refused == 1) and len(server.lines) == 1
 
@@ -151,7 +151,7 @@ def test_a_trickling_peer_does_not_stretch_the_timeout(server):
             pass            # the server hung up mid-frame
         assert time.monotonic() - t0 < len(data) * SHORT_S / 4 / 2      # cut long before the frame was whole
     assert wait_for(lambda: server.refused == 1)
-    assert "no auth frame within" in server.lines[0]
+    assert "no whole auth handshake within" in server.lines[0]
 
 
 @pytest.mark.parametrize("prefix", [PREFIX.pack(1 << 20, 0), PREFIX.pack(20, 1 << 31), PREFIX.pack(4097, 0)])
@@ -170,33 +170,94 @@ def test_a_peer_that_hangs_up_unauthenticated_counts_once(server):
     assert len(server.lines) == 1 and "closed without authenticating" in server.lines[0]
 
 
-def test_connections_waiting_to_authenticate_are_bounded(monkeypatch):
-    """A flood of silent connections holds at most MAX_AUTHENTICATING threads: the next one is
-    refused at once."""
-    monkeypatch.setattr(harness.server, "MAX_AUTHENTICATING", 2)
+def raw_from(port: int, source: str) -> socket.socket:
+    """A connection from another loopback address: another host, as the server sees it."""
+    return socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+
+
+@pytest.mark.parametrize("client_host", ["127.0.0.2", "127.0.0.1"])
+def test_a_flood_of_silent_strangers_does_not_keep_the_runs_client_out(client_host):
+    """Regression (issue 45): 128 connections that never authenticated filled the queue of those
+    waiting, and the run's own client, holding the right secret, was refused. Now no queue a
+    stranger can fill: the waiting connections are bounded, and a newcomer beyond the bound pushes
+    out the oldest waiting one of the host that holds the most, so the client is served, from
+    another host or from the flood's own."""
     lines = Lines()
     srv = FrameServer("127.0.0.1", 0, echo, name="test", secret=SECRET, on_refused=lines, auth_timeout_s=30)
+    srv.max_pending = 16
     srv.start()
-    waiting = [raw(srv.port), raw(srv.port)]
+    flood = []
     try:
-        assert wait_for(lambda: srv.open_connections == 2)
-        with raw(srv.port) as s:
-            t0 = time.monotonic()
-            refusal = answer(s, None)
-            assert time.monotonic() - t0 < 5
-            port = s.getsockname()[1]
-        assert "2 connections were already waiting to authenticate" in refusal["message"]
-        assert lines == [f"test refused a connection from 127.0.0.1:{port}: 2 connections were "
-                         "already waiting to authenticate"]
-        for w in waiting:           # they hang up: refused too, and room for a client again
-            w.close()
-        assert wait_for(lambda: srv.refused == 3) and len(lines) == 3
-        with raw(srv.port) as s:
+        for _ in range(200):
+            flood.append(raw(srv.port))
+        assert wait_for(lambda: srv.connections_total == 200)
+        assert srv.open_connections <= 16
+        with (raw_from(srv.port, client_host) if client_host != "127.0.0.1" else raw(srv.port)) as s:
             assert answer(s, auth_frame(SECRET)) == {"ok": True}
+            assert answer(s, {"op": "stats"}) == {"ok": True, "echo": "stats"}
+        # Each stranger pushed out is refused, counted and told; no thread waits on any of them.
+        assert wait_for(lambda: srv.refused >= 200 - 16)
+        assert "connections were waiting to authenticate, the most from its host" in lines[0]
+        assert sum(t.name == "test-conn" for t in threading.enumerate()) <= 1
     finally:
-        for w in waiting:
+        for w in flood:
             w.close()
         srv.stop()
+
+
+def test_a_flood_of_refusals_is_told_in_bounded_lines(monkeypatch):
+    """Every refusal counts; at most LOG_LINES_PER_WINDOW are told one by one per window, the rest
+    in one line (at the window's end or at stop): a flood cannot fill the disk with the log."""
+    monkeypatch.setattr(harness.server, "LOG_LINES_PER_WINDOW", 3)
+    lines = Lines()
+    srv = FrameServer("127.0.0.1", 0, echo, name="test", label="sink", secret=SECRET, on_refused=lines)
+    srv.start()
+    try:
+        for _ in range(10):
+            with raw(srv.port) as s:
+                assert answer(s, {"op": "hello"})["error"] == "unauthorized"
+        assert wait_for(lambda: srv.refused == 10)
+    finally:
+        srv.stop()
+    assert len(lines) == 4 and all("its first frame was not auth" in ln for ln in lines[:3])
+    assert lines[3].startswith("sink refused 7 more connections in ") and "not told one by one" in lines[3]
+
+
+@pytest.mark.parametrize("head", [
+    b'{"op": "auth", "secret": "\\ud800"}',               # a secret that is not valid Unicode
+    b'{"op": "auth", "secret": "\\udcff' + b'x' * 31 + b'"}',
+    b"[" * 2000 + b"]" * 2000,                             # nested beyond Python's stack, under 4 KiB
+    b'{"op": "auth", "secret": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+    b'{"op": "auth", "secret": "\xff\xfe"}',                # not UTF-8
+    b"",                                                    # an empty header
+    b"null",
+])
+def test_a_malformed_first_frame_is_refused_logged_and_counted(server, head):
+    """Regression (issue 45): such a first frame killed the connection's thread with a traceback
+    on the server's stderr; it was neither answered, nor logged, nor counted."""
+    with raw(server.port) as s:
+        s.sendall(PREFIX.pack(len(head), 0) + head)
+        refusal = answer(s, None)
+    assert refusal is not None and refusal["error"] == "unauthorized"
+    assert wait_for(lambda: server.refused == 1) and len(server.lines) == 1
+    assert "feed refused a connection from 127.0.0.1:" in server.lines[0]
+
+
+@pytest.mark.parametrize("prefix, head", [
+    (None, b"[" * 100_000 + b"]" * 100_000),                # nested deep, under the 1 MiB cap
+    (None, b"\xff" * 10),
+    (PREFIX.pack(2, 1 << 30), b"{}"),                       # a body, to the feed, which takes none
+    (PREFIX.pack((1 << 20) + 1, 0), b""),
+])
+def test_a_malformed_frame_after_authenticating_is_answered_logged_and_counted(server, prefix, head):
+    with raw(server.port) as s:
+        assert answer(s, auth_frame(SECRET)) == {"ok": True}
+        s.sendall((prefix or PREFIX.pack(len(head), 0)) + head)
+        refusal = answer(s, None)
+        assert refusal is not None and refusal["error"] == "protocol"
+        assert closed(s)
+    assert wait_for(lambda: server.refused == 1) and len(server.lines) == 1
+    assert ": malformed frame: " in server.lines[0]
 
 
 def test_a_server_without_a_secret_serves_anyone_and_answers_an_auth_frame():
@@ -260,7 +321,7 @@ def test_the_sink_takes_batches_only_from_holders_of_the_secret(tmp_path):
             assert answer(s, None)["error"] == "unauthorized"
         assert wait_for(lambda: len(lines) == 3)
         assert [ln.split(": ", 1)[1] for ln in lines] == ["its first frame was not auth", "wrong secret",
-                                                          f"no auth frame within {SHORT_S:g} s"]
+                                                          f"no whole auth handshake within {SHORT_S:g} s"]
         # A client without the secret sends a batch first: refused unread (it has a body), every try.
         with pytest.raises(SinkError):
             SinkClient(port=sink.port, reconnect_s=0.3).emit("S", 2, rows(2))
