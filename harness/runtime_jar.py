@@ -20,13 +20,15 @@ from harness.javac import cached_jar, jar_path as _jar_path, on_class_path
 from harness.jvm_archive import setup_step
 from harness.local_fs import applies_to_host
 
-# The engine runtime's Java sources (files read, never imported: harness does not import engine runtimes).
+# The engine runtime's Java sources (files read, never imported: harness does not import engine
+# runtimes), and cepkit's one Java wire library, shared with the Flink runtime's jar.
 SOURCES = Path(__file__).resolve().parent.parent / "spark_runtime" / "java"
+WIRE_SOURCES = Path(__file__).resolve().parent.parent / "runtime_common" / "java"
 SERVICES = {"META-INF/services/org.apache.spark.sql.sources.DataSourceRegister": b"cepkit.spark.FeedSource\n"}
 
 
 def sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
+    return sorted([*SOURCES.rglob("*.java"), *WIRE_SOURCES.rglob("*.java")])
 
 
 def jar_path(python: str = sys.executable) -> Path | None:

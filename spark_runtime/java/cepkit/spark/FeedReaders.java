@@ -1,5 +1,8 @@
 package cepkit.spark;
 
+import cepkit.wire.FeedClient;
+import cepkit.wire.FrameClient;
+
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.util.List;

@@ -1,5 +1,9 @@
 package cepkit.spark;
 
+import cepkit.wire.FeedClient;
+import cepkit.wire.FrameClient;
+
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
@@ -15,6 +19,12 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.arrow.vector.types.FloatingPointPrecision;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -32,6 +42,8 @@ import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
 import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeMode;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -69,10 +81,46 @@ public final class FeedSource implements TableProvider, DataSourceRegister {
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     FeedOptions opts = FeedOptions.parse(options);
     try (FeedClient client = opts.client()) {
-      return client.schema();
+      return sparkSchema(client);
     } catch (IOException e) {
       throw new UncheckedIOException(SHORT_NAME + ": " + e.getMessage(), e);
     }
+  }
+
+  /** The source's Spark schema: the driver's columns (from its {@code hello}), then offset and
+   * ingestTS, all nullable as spark_runtime/source.py declares them. */
+  static StructType sparkSchema(FeedClient client) throws IOException {
+    FrameClient.Frame hello = client.hello();
+    StructType out = new StructType();
+    try (BufferAllocator alloc = FeedReaders.ROOT.newChildAllocator("hello", 0, Long.MAX_VALUE);
+         ArrowStreamReader reader = new ArrowStreamReader(new ByteArrayInputStream(hello.body), alloc)) {
+      Schema schema = reader.getVectorSchemaRoot().getSchema();
+      for (Field f : schema.getFields()) {
+        out = out.add(f.getName(), sparkType(f), true);
+      }
+    }
+    return out.add(FeedClient.OFFSET, DataTypes.LongType, true).add(FeedClient.INGEST_TS, DataTypes.LongType, true);
+  }
+
+  private static DataType sparkType(Field f) throws IOException {
+    ArrowType t = f.getType();
+    if (t instanceof ArrowType.Utf8) {
+      return DataTypes.StringType;
+    }
+    if (t instanceof ArrowType.Int && ((ArrowType.Int) t).getIsSigned()) {
+      int bits = ((ArrowType.Int) t).getBitWidth();
+      if (bits == 32) {
+        return DataTypes.IntegerType;
+      }
+      if (bits == 64) {
+        return DataTypes.LongType;
+      }
+    }
+    if (t instanceof ArrowType.FloatingPoint
+        && ((ArrowType.FloatingPoint) t).getPrecision() == FloatingPointPrecision.DOUBLE) {
+      return DataTypes.DoubleType;
+    }
+    throw new IOException(SHORT_NAME + ": column " + f.getName() + ": unsupported type " + t);
   }
 
   @Override

@@ -1,5 +1,7 @@
 package cepkit.spark;
 
+import cepkit.wire.FrameClient;
+
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;

@@ -1,5 +1,7 @@
 package cepkit.spark;
 
+import cepkit.wire.FeedClient;
+
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;

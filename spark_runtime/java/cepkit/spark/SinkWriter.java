@@ -1,5 +1,7 @@
 package cepkit.spark;
 
+import cepkit.wire.FrameClient;
+
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.channels.Channels;

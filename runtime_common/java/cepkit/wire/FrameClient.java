@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.wire;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -26,15 +26,19 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * until {@code reconnectMs} passes, as kit/wire/connection.py does. An answer with {@code "ok":
  * false} raises at once: the engine must fail loudly, never drop or skip events. One client serves
  * one thread at a time.
+ *
+ * <p>Part of cepkit's one Java wire library (runtime_common/java/cepkit/wire), which both engines'
+ * JVM sources and sinks use: Spark's compiled against its own Arrow and Jackson, Flink's with
+ * the imports relocated to the copies Flink ships (harness/javac.py).
  */
-final class FrameClient implements AutoCloseable {
-  static final ObjectMapper JSON = new ObjectMapper();
+public final class FrameClient implements AutoCloseable {
+  public static final ObjectMapper JSON = new ObjectMapper();
   private static final int MAX_HEADER_BYTES = 1 << 20;
 
   /** One answer: its JSON header and its body (empty when the frame has none). */
-  static final class Frame {
-    final JsonNode header;
-    final byte[] body;
+  public static final class Frame {
+    public final JsonNode header;
+    public final byte[] body;
 
     Frame(JsonNode header, byte[] body) {
       this.header = header;
@@ -43,10 +47,10 @@ final class FrameClient implements AutoCloseable {
   }
 
   /** The peer refused a request (its answer had "ok": false) or could not be reached in time. */
-  static final class PeerError extends IOException {
-    final String code;
+  public static final class PeerError extends IOException {
+    public final String code;
 
-    PeerError(String code, String message) {
+    public PeerError(String code, String message) {
       super(message);
       this.code = code;
     }
@@ -62,7 +66,7 @@ final class FrameClient implements AutoCloseable {
   private DataInputStream in;
   private DataOutputStream out;
 
-  FrameClient(String host, int port, String secret, String peer, int timeoutMs, long reconnectMs) {
+  public FrameClient(String host, int port, String secret, String peer, int timeoutMs, long reconnectMs) {
     this.host = host;
     this.port = port;
     this.secret = (secret == null || secret.isEmpty()) ? null : secret;
@@ -71,12 +75,12 @@ final class FrameClient implements AutoCloseable {
     this.reconnectMs = reconnectMs;
   }
 
-  String where() {
+  public String where() {
     return where;
   }
 
   /** Send one request and return the answer; {@code waitMs}: the peer may take this long to answer. */
-  synchronized Frame request(Map<String, Object> header, byte[] body, long waitMs) throws IOException {
+  public synchronized Frame request(Map<String, Object> header, byte[] body, long waitMs) throws IOException {
     long deadline = -1;
     while (true) {
       try {
