@@ -47,16 +47,26 @@ LINES = (("p99_ms", "MarketOrder p99", lambda v: f"{v:,.0f}", "ms"),
          ("throughput_eps", "throughput", lambda v: f"{v:,.0f}", "ev/s"))
 
 
+# The most runs one `--repeat` asks (each run takes minutes): a count beyond is refused before
+# anything is sized by it (a plan of a billion runs once ended in a MemoryError).
+MAX_REPEAT = 1000
+
+
 def repeat_count(value, option: str = "--repeat") -> int:
-    """The number of runs of `--repeat VALUE`: a whole number >= 1 (a CepkitError naming `option`
-    otherwise)."""
+    """The number of runs of `--repeat VALUE`: a whole number from 1 to MAX_REPEAT (a CepkitError
+    naming `option` otherwise), checked before anything is sized by it."""
     text = str(value).strip()
-    try:
-        k = int(text)
-    except ValueError:
-        k = None
-    if k is None or k < 1 or isinstance(value, bool):
-        raise CepkitError(f"{option}: must be a whole number >= 1, got {value!r}")
+    k = None
+    if len(text) <= 20:         # int() of a string of a million digits is slow, not an answer
+        try:
+            k = int(text)
+        except ValueError:
+            k = None
+    shown = value if len(str(value)) <= 40 else f"{str(value)[:40]}..."
+    if (k is None and len(text) <= 20) or (k is not None and k < 1) or isinstance(value, bool):
+        raise CepkitError(f"{option}: must be a whole number >= 1, got {shown!r}")
+    if k is None or k > MAX_REPEAT:
+        raise CepkitError(f"{option}: at most {MAX_REPEAT} runs, got {shown!r}")
     return k
 
 

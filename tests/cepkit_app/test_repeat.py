@@ -166,7 +166,14 @@ def test_no_run_passed_no_median(tmp_path, pairs_inputs):  # noqa: F811
      "cepkit: error: --repeat 2: repeats the sustainable-throughput search; add --sustainable"),
     (["micro", "--suite", "filtering", "--quick", "--sustainable", "--repeat", "0"],
      "cepkit: error: --repeat: must be a whole number >= 1, got '0'"),
+    # Regression (issue 45): a huge count sized the plan before it was checked (a MemoryError).
+    (["pairs", "--quick", "--repeat", "10000000000"], "cepkit: error: --repeat: at most 1000 runs, got '10000000000'"),
+    (["pairs", "--quick", "--repeat", "1001"], "cepkit: error: --repeat: at most 1000 runs, got '1001'"),
+    (["pairs", "--quick", "--repeat", "9" * 5000], "cepkit: error: --repeat: at most 1000 runs, got '9999"),
+    (["micro", "--suite", "filtering", "--quick", "--sustainable", "--repeat", "10000000000"],
+     "cepkit: error: --repeat: at most 1000 runs, got '10000000000'"),
 ])
+@pytest.mark.usefixtures("memory_cap")
 def test_repeat_argument_errors_are_one_line_exit_2(argv, line, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
