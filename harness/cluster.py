@@ -18,6 +18,7 @@ import contextlib
 import glob
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -38,6 +39,8 @@ from kit.errors import CepkitError
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 START_TIMEOUT_S = 90.0
+# The environment variable that marks every process of one cluster (ClusterInfo.token).
+CLUSTER_TOKEN_ENV = "CEPKIT_CLUSTER_TOKEN"
 TERM_WAIT_S = 15.0          # a daemon stops within ~1 s of SIGTERM; executors go with their worker
 # The Popen objects of daemons this process started, kept so that a stop from this process reaps
 # them (no zombies while it lives on, as in tests).
@@ -175,7 +178,8 @@ def _start_spark(spec: ClusterSpec, *, timeout_s: float) -> ClusterInfo:
     check_parent(directory / STATE_FILE)
     _refuse_running(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    env = _spark_env(spec.host)
+    token = secrets.token_hex(16)
+    env = {**_spark_env(spec.host), CLUSTER_TOKEN_ENV: token}
     chosen = iter(_free_ports(spec.host, 2 + spec.workers))
     port, ui_port = spec.master_port or next(chosen), spec.webui_port or next(chosen)
     worker_ui_ports = [p for p in chosen if p not in (port, ui_port)][:spec.workers]
@@ -217,11 +221,11 @@ def _start_spark(spec: ClusterSpec, *, timeout_s: float) -> ClusterInfo:
         _wait(pids, lambda: len(_alive_workers(master_json(webui_url))) >= spec.workers, "Spark workers",
               missing_log, deadline)
         info = ClusterInfo(directory, master_url, webui_url, spec.host, master_pid, tuple(pids)[1:], master_log,
-                           worker_logs, started_ms)
+                           worker_logs, started_ms, token=token)
         atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
     except BaseException:
         _shut_down(_processes([pid for pid in pids if pid != master_pid]),
-                   _processes([master_pid] if master_pid else []), directory)
+                   _processes([master_pid] if master_pid else []), token)
         raise
     return info
 
@@ -246,11 +250,14 @@ def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Pro
         time.sleep(0.1)
 
 
-def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process], directory: Path) -> int:
+def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process], token: str | None) -> int:
     """SIGTERM the master first (so it schedules no replacement executor while workers go), then the
     workers (they stop their executors); SIGKILL whatever is left, executors and their Python
-    workers included, and any process still running in the cluster's directory (an executor a
-    worker launched during the stop). Returns how many processes there were."""
+    workers included, and any process still carrying the cluster's `token` (an executor a worker
+    launched during the stop, orphaned by then). Only processes proven the kit's own are
+    signalled: the recorded daemons (pid and command line, `_live`), their descendants, and the
+    carriers of the token; never a process for where it runs (its working directory). Returns how
+    many processes there were."""
     def send(procs: list[psutil.Process], sig: int) -> None:
         for p in procs:
             with contextlib.suppress(psutil.Error):
@@ -266,19 +273,27 @@ def _shut_down(workers: list[psutil.Process], masters: list[psutil.Process], dir
         send(group, signal.SIGTERM)
         _wait_gone(group, TERM_WAIT_S)
     everything = workers + masters + descendants
-    left = _wait_gone(everything, 2.0) + [p for p in _running_in(directory) if p not in everything]
+    left = _wait_gone(everything, 2.0) + [p for p in carrying(token) if p not in everything]
     send(left, signal.SIGKILL)
     _wait_gone(left, 5.0)
     return len(everything)
 
 
-def _running_in(directory: Path) -> list[psutil.Process]:
-    """Running processes whose working directory lies in `directory` (executors run in work/)."""
-    root, out = str(directory.absolute()), []
-    for p in psutil.process_iter(["cwd", "status"]):
-        cwd = p.info["cwd"] or ""
-        if p.info["status"] != psutil.STATUS_ZOMBIE and (cwd == root or cwd.startswith(root + os.sep)):
-            out.append(p)
+def carrying(token: str | None) -> list[psutil.Process]:
+    """Running processes whose environment holds CLUSTER_TOKEN_ENV = `token`: started by the
+    cluster's daemons (they inherit the mark), never this process or one of its ancestors."""
+    if not token:
+        return []
+    mine = {os.getpid()}
+    with contextlib.suppress(psutil.Error):
+        mine |= {p.pid for p in psutil.Process().parents()}
+    out = []
+    for p in psutil.process_iter(["status"]):
+        if p.pid in mine or p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if p.environ().get(CLUSTER_TOKEN_ENV) == token:
+                out.append(p)
     return out
 
 
@@ -293,7 +308,7 @@ def stop_cluster(directory: str | os.PathLike) -> str:
 
         return stop_flink_cluster(info)
     master, workers = _live(info)
-    count = _shut_down([w for w in workers if w], [master] if master else [], Path(directory))
+    count = _shut_down([w for w in workers if w], [master] if master else [], info.token)
     (Path(directory) / STATE_FILE).unlink(missing_ok=True)
     if not count:
         return f"the cluster {info.master_url} was not running; removed its {STATE_FILE}"

@@ -97,6 +97,10 @@ class ClusterInfo:
     worker_logs: tuple[Path, ...]
     started_ms: int
     engine: str = "spark"
+    # A random mark put in the environment of every daemon the kit starts (CLUSTER_TOKEN_ENV), which
+    # the processes they start inherit: `stop` sweeps up the processes that carry it, and only
+    # those, beside the recorded daemons (None: a cluster.json of an older kit, no sweep).
+    token: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory))
@@ -110,7 +114,9 @@ class ClusterInfo:
                           ("webui_url", re.fullmatch(r"http://[^:/]+:[0-9]+", str(self.webui_url))),
                           ("pids", self.worker_pids and all(_whole(p, 1, 2**31) for p in self.pids)),
                           ("worker_logs", len(self.worker_logs) == len(self.worker_pids)),
-                          ("started_ms", _whole(self.started_ms, 0, 2**63))):
+                          ("started_ms", _whole(self.started_ms, 0, 2**63)),
+                          ("token", self.token is None or (isinstance(self.token, str)
+                                                           and re.fullmatch(r"[0-9a-f]{32}", self.token)))):
             if not ok:
                 raise CepkitError(f"cluster info: {field}: not valid: {getattr(self, field, None)!r}")
 
@@ -127,7 +133,7 @@ class ClusterInfo:
                 "webui_url": self.webui_url, "host": self.host,
                 "pids": {"master": self.master_pid, "workers": list(self.worker_pids)},
                 "logs": {"master": str(self.master_log), "workers": [str(p) for p in self.worker_logs]},
-                "started_ms": self.started_ms}
+                "started_ms": self.started_ms, **({"token": self.token} if self.token else {})}
 
     @classmethod
     def from_dict(cls, doc: dict, directory: Path, source: Path | None = None) -> "ClusterInfo":
@@ -136,7 +142,7 @@ class ClusterInfo:
         try:
             return cls(directory, doc["master_url"], doc["webui_url"], doc["host"], doc["pids"]["master"],
                        doc["pids"]["workers"], doc["logs"]["master"], doc["logs"]["workers"], doc["started_ms"],
-                       doc.get("engine", "spark"))
+                       doc.get("engine", "spark"), doc.get("token"))
         except (KeyError, TypeError) as e:
             raise at(source, None, f"missing or malformed field {e}") from None
         except CepkitError as e:

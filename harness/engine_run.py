@@ -35,7 +35,7 @@ from harness.resources import BacklogLog, ResourceSampler, now_ms
 from harness.run_spec import EngineRunResult, EngineRunSpec, RunSnapshot
 from harness.server import log_to
 from harness.sink import SinkServer
-from harness.supervision import EXIT_AFTER_DEATH_S, JvmWatch, Restart, death_cause
+from harness.supervision import EXIT_AFTER_DEATH_S, JvmWatch, Restart, death_cause, exit_text
 from kit.faults import DEATH, HOST_FAULTS
 from harness.versions import machine, versions
 from kit.atomic import atomic_write
@@ -75,6 +75,7 @@ class _Run:
         self.engine = runner(spec.engine)
         self.faults = FaultInjector(spec.faults, self.engine.ENGINE_JVM, spec.fault_command, spec.run_dir / "logs")
         self.restarts: list[Restart] = []
+        self.ever_started = False      # whether any attempt reported `started`
         self.jvm = JvmWatch()
         self.jvm_gone_at: float | None = None
         self.checkpoint_at = ""                   # the program's --checkpoint
@@ -188,6 +189,9 @@ class _Run:
         return True
 
     def _wait_program_started(self) -> bool:
+        """Until the program reports `started`. One that dies first (killed while it started, as
+        Flink's JVM during the job's submission) is a death like any other: restarted, up to
+        run.max_restarts (specs/ENGINE_RUN.md, "Supervision")."""
         deadline = time.monotonic() + self.spec.startup_timeout_s
         while not self.program.started.wait(0.2):
             self.program.refresh_tree()
@@ -195,13 +199,12 @@ class _Run:
                 self.program.started.wait(1.0)     # the line may still be in the pipe
                 if self.program.started.is_set():
                     break
-                self._end("failed", f"the engine program exited before it started (exit code "
-                                    f"{self.program.poll()}): {self._program_error()}")
-                return False
+                return self._restart(self.program.poll())
             if time.monotonic() > deadline:
                 self._end("failed", f"the engine program did not start within {self.spec.startup_timeout_s:g} s "
                                     f"(see {self.program.log_path})")
                 return False
+        self.ever_started = True
         return True
 
     def _wait_external(self) -> bool:
@@ -213,6 +216,7 @@ class _Run:
                                     f"(run {self.script})")
                 return False
             time.sleep(0.2)
+        self.ever_started = True
         self.timings["engine_started_ms"] = now_ms()
         self.timings["startup_s"] = round(time.monotonic() - self.t0, 3)
         found = find_program(self.spec.program)
@@ -367,8 +371,12 @@ class _Run:
             return False
         if len(self.restarts) > self.spec.max_restarts:
             death.outcome = f"not restarted: run.max_restarts = {self.spec.max_restarts} used up"
-            self._end("failed", f"the engine program died {len(self.restarts)} times, more than run.max_restarts = "
-                                f"{self.spec.max_restarts} allows; last: {death.cause}")
+            if not self.ever_started and len(self.restarts) == 1:
+                self._end("failed", f"the engine program exited before it started ({exit_text(rc)}): "
+                                    f"{self._program_error()}")
+            else:
+                self._end("failed", f"the engine program died {len(self.restarts)} times, more than "
+                                    f"run.max_restarts = {self.spec.max_restarts} allows; last: {death.cause}")
             return False
         note = self.engine.prepare_restart(self.spec, self.program.events.get("started", {}))
         if note and self.on_event is not None:
@@ -474,4 +482,12 @@ def run_engine(spec: EngineRunSpec, on_progress: Callable[[RunSnapshot], None] |
         raise
     finally:
         result = finish_run(run)
+    if result.status == "failed" and not run.ever_started:
+        # Nothing ran, so there is nothing to validate: the command could not do its job (exit 2,
+        # specs/EXIT_CODES.md), not a FAILED verdict. run.json is written all the same.
+        raise EngineNeverStarted(f"{spec.run_dir}: the engine never started: {result.message}")
     return result
+
+
+class EngineNeverStarted(CepkitError):
+    """No attempt of the engine program reported `started` (run.json says how each ended)."""

@@ -48,6 +48,7 @@ import functools
 import glob
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -56,7 +57,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.cluster import (_free_ports, _java_env, _launch, _ours, _processes, _refuse_running,
+from harness.cluster import (CLUSTER_TOKEN_ENV, _free_ports, _java_env, _launch, _ours, _processes, _refuse_running,
                              _shut_down, _wait)
 from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec
 from harness.fault_injection import TASKMANAGER_JVM, taskmanager_jvms
@@ -245,7 +246,8 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
     own = cluster_settings(spec, directory, rest_port, rpc_port, python)
     _write_conf(home, directory / "conf", render_config(base, own))
     _link_jars(home, directory / "lib")
-    env = _daemon_env(directory)
+    token = secrets.token_hex(16)
+    env = {**_daemon_env(directory), CLUSTER_TOKEN_ENV: token}
     master_url, rest_url = f"flink://{spec.host}:{rest_port}", f"http://{spec.host}:{rest_port}"
     jm_log = directory / "jobmanager.log"
     tm_logs = [directory / f"taskmanager-{i}.log" for i in range(1, spec.workers + 1)]
@@ -264,11 +266,11 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
         _wait(pids, lambda: _all_registered(overview(rest_url), spec.workers),
               "Flink TaskManagers", lambda: next((log for log in tm_logs if not _registered(log)), jm_log), deadline)
         info = ClusterInfo(directory, master_url, rest_url, spec.host, jm_pid, tuple(pids)[1:], jm_log, tm_logs,
-                           started_ms, "flink")
+                           started_ms, "flink", token)
         atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
     except BaseException:
         keepers = _processes([pid for pid in pids if pid != jm_pid])
-        _shut_down(keepers + taskmanager_jvms(master_url), _processes([jm_pid] if jm_pid else []), directory)
+        _shut_down(keepers + taskmanager_jvms(master_url), _processes([jm_pid] if jm_pid else []), token)
         raise
     return info
 
@@ -308,7 +310,7 @@ def stop_flink_cluster(info: ClusterInfo) -> str:
     master, keepers = live_flink(info)
     workers = [k for k in keepers if k]
     workers += [p for p in taskmanager_jvms(info.master_url) if p not in workers]
-    count = _shut_down(workers, [master] if master else [], info.directory.absolute())
+    count = _shut_down(workers, [master] if master else [], info.token)
     (info.directory / STATE_FILE).unlink(missing_ok=True)
     if not count:
         return f"the cluster {info.master_url} was not running; removed its {STATE_FILE}"
