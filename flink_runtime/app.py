@@ -3,9 +3,10 @@
 A program defines `build(job)` and ends with `raise SystemExit(run_app(build, app_name="..."))`.
 `run_app` parses the harness's arguments (the same as a Spark program's, specs/ENGINES.md), starts
 Flink's local mini-cluster through PyFlink with event time, checkpoints into `--checkpoint`, and
-hands `build` a `FlinkJob`: `job.feed()` is the harness's events as a DataStream
-(flink_runtime/feed.py), `job.tables` the StreamTableEnvironment, `job.output(table)` sends a
-Table's rows to the harness sink (flink_runtime/emitter.py). `build` returns the stream map
+hands `build` a `FlinkJob`: `job.feed()` is the harness's events as a DataStream pulled by Python
+(flink_runtime/feed.py), `job.jvm_feed()` the same read in the JVM (flink_runtime/jvm.py),
+`job.tables` the StreamTableEnvironment, `job.output(table)` sends a Table's rows to the harness
+sink (flink_runtime/emitter.py; with `jvm=True` from the JVM). `build` returns the stream map
 `{stream: [columns]}`. The job is submitted asynchronously; stdout gets the same JSON lines as
 from a Spark program (`started`, `progress`, `finished` / `stopped` / `failed`).
 
@@ -83,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--source-partitions", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--max-rows-per-batch", type=int, default=65536, help="most events the feed reads at once")
     ap.add_argument("--py-files", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--connectors", choices=("jvm", "python"), default="jvm",
+                    help="jvm: cepkit's JVM source and sink where the plan admits them; python: the Python "
+                         "puller and emitter (kit.config.CONNECTORS)")
     ap.add_argument("--restore", default=None, metavar="DIR",
                     help="restore the job from this completed checkpoint (a chk-N directory) before it starts")
     ap.add_argument("--attempt", type=int, default=1,
@@ -109,9 +113,11 @@ class FlinkJob:
     """What `build` gets: the environments, the feed and the outputs of one job."""
 
     def __init__(self, env, tables, driver: tuple[str, int], sink: tuple[str, int], parallelism: int,
-                 max_rows: int, attempt: int = 1, secret: str | None = None):
+                 max_rows: int, attempt: int = 1, secret: str | None = None, source_partitions: int | None = None):
         self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
         self.parallelism, self.max_rows, self.attempt = parallelism, max_rows, attempt
+        # The JVM feed's splits (flink_runtime/jvm.py): run.source_partitions, one by default.
+        self.source_partitions = source_partitions or 1
         # The run's secret: every Python function that talks to the feed or the sink carries it in
         # its pickled state (a cluster's TaskManagers do not have the program's environment).
         self.secret = secret
@@ -135,9 +141,23 @@ class FlinkJob:
         return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows,
                            POLL_MS if interval_ms is None else interval_ms, secret=self.secret)
 
-    def output(self, table, streams: Mapping[str, Sequence[str]]) -> None:
-        """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink."""
+    def jvm_feed(self, constants: Sequence[tuple[str, str]] = ()):
+        """The harness's events as a DataStream read in the JVM, with `constants` columns appended and
+        the source's watermarks (flink_runtime/jvm.py)."""
+        from flink_runtime.jvm import feed_stream
+
+        return feed_stream(self, list(constants), self.source_partitions)
+
+    def output(self, table, streams: Mapping[str, Sequence[str]], jvm: bool = False) -> None:
+        """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink: from a
+        Python emitter (flink_runtime/emitter.py), or with `jvm` from the JVM (flink_runtime/jvm.py)."""
         from pyflink.common import Types
+
+        if jvm:
+            from flink_runtime.jvm import sink_to_harness
+
+            sink_to_harness(self, table, {k: list(v) for k, v in streams.items()})
+            return
 
         from flink_runtime.emitter import RowEmitter
         from flink_runtime.tables import logical_columns
@@ -173,6 +193,9 @@ def make_job(args, flink_conf: Mapping[str, str] | None):
         conf.set_string(key, str(value))
     env = remote_environment(conf) if remote else StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
+    from flink_runtime.jvm import add_runtime_jar
+
+    add_runtime_jar(env)        # the JVM feed and sink, when the harness gave the jar
     tables = StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())
     tables.get_config().set("table.local-time-zone", "UTC")
     return env, tables, parallelism, settings
@@ -331,7 +354,8 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         flink_conf = {**(flink_conf or {}), "execution.state-recovery.path": args.restore}
     try:
         env, tables, parallelism, settings = make_job(args, flink_conf)
-        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt, secret)
+        job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt, secret,
+                       args.source_partitions)
         streams = build(job)
         if not isinstance(streams, Mapping) or not streams:
             raise CepkitError("build(job) must return the stream map {stream: [columns]}")

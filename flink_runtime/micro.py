@@ -1,6 +1,8 @@
 """The microbenchmark query kinds on Flink: SQL over the events table, Python cores in a keyed function.
 
-The feed's puller (flink_runtime/feed.py) cuts each range of events it reads into chunks
+A workload whose queries are all SQL reads its events and sends its answers in the JVM
+(flink_runtime/jvm.py: a Java source and sink, no Python on the events' way). Otherwise the feed's
+puller (flink_runtime/feed.py) cuts each range of events it reads into chunks
 (`MicroChunks`): key -1 carries the whole range for the SQL queries, which `Explode` turns back
 into one Row per event for the events table (flink_runtime/tables.py: `rowtime` from `TS` and its
 watermark), registered as the view `events` and one view per stream (`S1`, `S2`, ...); key i
@@ -121,6 +123,13 @@ class QueryFunction(KeyedProcessFunction):
         yield  # a generator with no output: the rows went to the sink
 
 
+def jvm_plan(queries, sql: dict) -> bool:
+    """Every query is SQL: the program reads the feed and answers the sink in the JVM
+    (flink_runtime/jvm.py). A workload with a Python query keeps the Python feed for all: its Python
+    queries read the feed's ranges in Python, and one feed has one reader's commits and end of run."""
+    return bool(sql) and all(q["id"] in sql for q in queries)
+
+
 class MicroProgram:
     """What a generated micro program for Flink runs: `run_app(PROGRAM.build, ...)`."""
 
@@ -128,9 +137,17 @@ class MicroProgram:
         self.workload, self.queries, self.sql = workload, tuple(queries), dict(sql)
         self.multi_stream, self.table_path = multi_stream, table_path
 
+    @property
+    def in_jvm(self) -> bool:
+        """Whether the events are read and the answers sent in the JVM: when every query is SQL."""
+        return jvm_plan(self.queries, self.sql)
+
     def build(self, job) -> dict:
         python_queries = tuple(q for q in self.queries if q["id"] not in self.sql)
         single = None if self.multi_stream else self.queries[0]["inputs"][0]
+        if self.in_jvm:
+            constants = [] if single is None else [(STREAM, single)]
+            return self._sql(job, job.jvm_feed(constants), jvm=True)
         chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), interval_ms=CHUNK_MS)
         streams = {}
         if python_queries:
@@ -144,15 +161,20 @@ class MicroProgram:
             streams.update(self._sql(job, chunks))
         return streams
 
-    def _sql(self, job, chunks) -> dict:
+    def _sql(self, job, chunks, jvm: bool = False) -> dict:
+        """The SQL queries over the events: `chunks` are the Python feed's (their -1 chunks exploded
+        into event Rows), or with `jvm` the JVM feed's event Rows themselves."""
         fields = event_fields(job.client.schema)
         if not self.multi_stream:
             fields.append((STREAM, Types.STRING()))
-        rows = (chunks.filter(lambda c: c[0] == SQL_EVENTS).set_parallelism(1)
-                .flat_map(Explode(), output_type=Types.ROW_NAMED([n for n, _ in fields], [t for _, t in fields]))
-                .name("cepkit events").set_parallelism(1))
+        if jvm:
+            rows = chunks
+        else:
+            rows = (chunks.filter(lambda c: c[0] == SQL_EVENTS).set_parallelism(1)
+                    .flat_map(Explode(), output_type=Types.ROW_NAMED([n for n, _ in fields], [t for _, t in fields]))
+                    .name("cepkit events").set_parallelism(1))
         tables = job.tables
-        tables.create_temporary_view("events", events_table(job, rows, fields))
+        tables.create_temporary_view("events", events_table(job, rows, fields, source_watermark=jvm))
         for name in sorted({s for q in self.queries for s in q["inputs"]}):
             tables.create_temporary_view(name, tables.sql_query(f"SELECT * FROM events WHERE `stream` = '{name}'"))
         if self.table_path:
@@ -163,6 +185,6 @@ class MicroProgram:
             if q["id"] in self.sql:
                 table = tables.sql_query(self.sql[q["id"]])
                 columns = [c for c in [*q["fields"], "ingestTS"] if c in table.get_schema().get_field_names()]
-                job.output(table, {q["id"]: columns})
+                job.output(table, {q["id"]: columns}, jvm=jvm)
                 streams[q["id"]] = columns
         return streams

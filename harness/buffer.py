@@ -17,6 +17,12 @@ crash the engine restarts from that offset and reads them again. Reading below t
 offset raises `OffsetEvictedError`.
 
 `pulled` is the high-water mark of the offsets served; `released - pulled` is the backlog.
+
+Splits (specs/DRIVER.md, "Splits"): an engine whose parallel readers share the feed in K splits
+(split i reads the blocks of B offsets b with b % K == i) names the split in its reads and
+commits. The buffer then follows each split's position (the first offset the split owns and has
+not read) apart, and what is safe to forget is below the least of them: one split's position says
+nothing of the others'.
 """
 
 from __future__ import annotations
@@ -80,6 +86,11 @@ class ReleaseBuffer:
         # commits "every read answered before the checkpoint's trigger" (commit_reads).
         self._read_log: deque[tuple[int, int]] = deque(maxlen=READ_LOG_MAX)
         self._committed_after_ms: int | None = None     # the after_ms of the last commit by time
+        # Split readers (see the module doc): (wall ms, split, position) of their reads, and each
+        # split's committed position once its engine commits.
+        self._split_log: deque[tuple[int, int, int]] = deque(maxlen=READ_LOG_MAX)
+        self.splits: int | None = None                   # K, from the first split read or commit
+        self.split_committed: dict[int, int] = {}
         self.served_rows = 0             # counts re-reads too
         self.reads = 0
         self.retained_from = 0
@@ -103,10 +114,31 @@ class ReleaseBuffer:
                 self.retained_bytes -= old.nbytes
                 self.retained_from = old.end
 
-    def commit(self, end: int) -> None:
-        """The engine has checkpointed every event below `end`: it never reads below it again."""
+    def commit(self, end: int, split: tuple[int, int] | None = None) -> None:
+        """The engine has checkpointed every event below `end`: it never reads below it again. With
+        `split` (i, K): split i of K has, so the committed offset is the least of the K splits'
+        (nothing until each has committed once)."""
         with self.cond:
-            self.committed = max(self.committed or 0, min(int(end), self.released))
+            if split is None:
+                self.committed = max(self.committed or 0, min(int(end), self.released))
+                return
+            i, k = self._check_split(*split)
+            self.split_committed[i] = max(self.split_committed.get(i, 0), int(end))
+            self._commit_splits()
+
+    def _check_split(self, i: int, k: int) -> tuple[int, int]:
+        if not 0 <= i < k:
+            raise BadRequestError(f"split must be in [0, splits), got {i} of {k}")
+        if self.splits is not None and k != self.splits:
+            raise BadRequestError(f"splits: this run's reads share the feed in {self.splits} splits, not {k}")
+        self.splits = k
+        return i, k
+
+    def _commit_splits(self) -> None:
+        """committed = the least split position, once every split has one (under the lock)."""
+        if self.splits is not None and len(self.split_committed) == self.splits:
+            least = min(self.split_committed.values())
+            self.committed = max(self.committed or 0, min(least, self.released))
 
     def commit_reads(self, after_ms: int, before_ms: int) -> int | None:
         """Commit the end of the furthest read answered in [after_ms, before_ms): an engine whose
@@ -120,6 +152,18 @@ class ReleaseBuffer:
                 self._committed_after_ms = after_ms
             while self._read_log and self._read_log[0][0] < before_ms:
                 self._read_log.popleft()
+            # Split reads: each split's furthest position, then the least over the splits.
+            reached = {}
+            for ms, i, pos in self._split_log:
+                if after_ms <= ms < before_ms:
+                    reached[i] = max(reached.get(i, 0), pos)
+            if reached:
+                for i, pos in reached.items():
+                    self.split_committed[i] = max(self.split_committed.get(i, 0), pos)
+                self._commit_splits()
+                self._committed_after_ms = after_ms
+            while self._split_log and self._split_log[0][0] < before_ms:
+                self._split_log.popleft()
             return self.committed
 
     def read_end_since(self, after_ms: int) -> int:
@@ -133,7 +177,31 @@ class ReleaseBuffer:
             # has nothing to read again and asks for nothing (seen on CI: a program restarted
             # from such a checkpoint waited for reads that never came).
             covered = self.committed is not None and self.committed >= self.released
-            return max([*ends, self.committed if (since or covered) and self.committed is not None else 0])
+            end = max([*ends, self.committed if (since or covered) and self.committed is not None else 0])
+            if self.splits is None:
+                return end
+            # Split reads: how far the least of the splits reached (each split's own reads since
+            # then, or its commit as above).
+            reached = {}
+            for ms, i, pos in self._split_log:
+                if ms >= after_ms:
+                    reached[i] = max(reached.get(i, 0), pos)
+            if since or covered:
+                for i, pos in self.split_committed.items():
+                    reached[i] = max(reached.get(i, 0), pos)
+            least = min(reached.get(i, 0) for i in range(self.splits))
+            return max(end, min(least, self.released))
+
+    def last_ts(self) -> tuple[int, int | None]:
+        """(released, the TS of the last released event), read together (None before the first
+        release): every event released later has a TS at least this (events are released in TS
+        order)."""
+        with self.cond:
+            if self.released == 0:
+                return 0, None
+            k = bisect.bisect_right(self._firsts, self.released - 1) - 1
+            c = self._chunks[k]
+            return self.released, int(c.ts_ms[self.released - 1 - c.first])
 
     def publish(self, released: int) -> None:
         with self.cond:
@@ -166,12 +234,16 @@ class ReleaseBuffer:
             self.cond.wait_for(lambda: self.pulled > offset or self.closed, timeout_s)
             return self.pulled
 
-    def take(self, start: int, end: int, max_rows: int) -> tuple[int, list[tuple[Chunk, int, int]]]:
+    def take(self, start: int, end: int, max_rows: int, split: tuple[int, int, int] | None = None
+             ) -> tuple[int, list[tuple[Chunk, int, int]]]:
         """The pieces of chunks holding [start, stop), stop = min(end, released, start + max_rows);
-        rows served for the first time get the current wall-clock ms as `served_ms`."""
+        rows served for the first time get the current wall-clock ms as `served_ms`. `split`: (i,
+        K, B) of a split reader, whose position this read moves."""
         if start < 0 or end < start:
             raise BadRequestError(f"read: bad range [{start}, {end})")
         with self.cond:
+            if split is not None:
+                self._check_split(split[0], split[1])
             self.reads += 1
             if start < self.retained_from:
                 raise OffsetEvictedError(
@@ -192,12 +264,25 @@ class ReleaseBuffer:
                 pos, k = hi, k + 1
             if stop <= start:
                 return start, []
-            self._read_log.append((now_ms, stop))
+            if split is None:
+                self._read_log.append((now_ms, stop))
+            else:
+                self._split_log.append((now_ms, split[0], split_position(stop, *split)))
             if stop > self.pulled:
                 self.pulled = stop
                 self.cond.notify_all()      # pull pacing waits for reads
             self.served_rows += stop - start
             return stop, pieces
+
+
+def split_position(offset: int, i: int, k: int, block: int) -> int:
+    """The first offset at or after `offset` that split i of k owns (blocks of `block` offsets, block
+    b to split b % k): where split i stands once it has read everything it owns below `offset`."""
+    if k == 1:
+        return offset
+    b = offset // block
+    shift = (i - b) % k
+    return offset if shift == 0 else (b + shift) * block
 
 
 def served_runs(pieces: list[tuple[Chunk, int, int]]) -> list[list[int]]:

@@ -329,7 +329,10 @@ class Driver:
             end = _req_int(req, "end", None)
             if end < 0:
                 raise BadRequestError(f"commit: end must be >= 0, got {end}")
-            self.buffer.commit(end)
+            split = None
+            if "split" in req:          # one split of several (specs/DRIVER.md, "Splits")
+                split = (_req_int(req, "split", None), _req_int(req, "splits", None))
+            self.buffer.commit(end, split)
             return {"ok": True}, None
         if op == "reads":               # how far reads answered since a time reached (a restored job)
             return {"ok": True, "end": self.buffer.read_end_since(_req_int(req, "after_ms", 0))}, None
@@ -355,12 +358,20 @@ class Driver:
         wait_ms = min(_req_int(req, "wait_ms", 0), MAX_WAIT_MS)
         if max_rows < 1:
             raise BadRequestError(f"read: max_rows must be >= 1, got {max_rows}")
+        split = None
+        if "split" in req:              # a split reader's (specs/DRIVER.md, "Splits")
+            split = (_req_int(req, "split", None), _req_int(req, "splits", None), _req_int(req, "block", None))
+            if split[2] < 1:
+                raise BadRequestError(f"read: block must be >= 1, got {split[2]}")
         if wait_ms > 0 and end > start:
             self.buffer.wait_beyond(start, wait_ms / 1000.0)
-        stop, pieces = self.buffer.take(start, end, max_rows)
+        stop, pieces = self.buffer.take(start, end, max_rows, split)
         body = encode_batches(self._schema, [c.batch(lo, hi, self._schema, self._ts_index) for c, lo, hi in pieces])
-        return {"ok": True, "start": start, "end": stop, "rows": stop - start, "released": self.buffer.released,
-                "finished": self.buffer.finished, "served": served_runs(pieces)}, body
+        head = {"ok": True, "start": start, "end": stop, "rows": stop - start, "released": self.buffer.released,
+                "finished": self.buffer.finished, "served": served_runs(pieces)}
+        if split is not None:           # a caught-up split's watermark: `released` and `last_ts` go together
+            head["released"], head["last_ts"] = self.buffer.last_ts()
+        return head, body
 
 
 def _req_int(req: dict, key: str, default):

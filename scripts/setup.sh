@@ -40,6 +40,11 @@ flink_env() {
   say "flink: $(.venv-flink/bin/python -c 'import importlib.metadata as m; print(m.version("apache-flink"))')"
 }
 
+# cepkit's Flink runtime jar: the JVM feed source and sink of the Flink SQL queries (harness/flink_jar.py).
+flink_jar() {
+  .venv/bin/python -m harness.flink_jar || say "continuing without the Flink runtime jar (no Flink SQL queries)"
+}
+
 PY=$(find_python) || { apt_install python3 python3-venv python3-pip && PY=$(find_python); } || {
   say "error: Python >= 3.11 not found and could not be installed"; exit 1; }
 
@@ -54,7 +59,7 @@ fi
 
 if [ "${1:-}" = "--engine" ]; then
   case "${2:-}" in
-    flink) flink_env; exit 0 ;;
+    flink) flink_env; flink_jar; exit 0 ;;
     spark) ;;   # the main environment, below
     *) say "error: --engine: spark or flink, got '${2:-}'"; exit 2 ;;
   esac
@@ -93,6 +98,7 @@ if [ "${1:-}" = "--test" ]; then flink_env; fi
 .venv/bin/python -m harness.local_fs || say "continuing without the quiet local file system"
 # cepkit's Spark runtime jar: the JVM feed source and sink writer of Spark's real-time mode (harness/runtime_jar.py).
 .venv/bin/python -m harness.runtime_jar || say "continuing without the Spark runtime jar (no real-time mode)"
+if [ -x .venv-flink/bin/python ]; then flink_jar; fi
 # Spark's classes, archived once for faster engine start-up (harness/jvm_archive.py); optional.
 .venv/bin/python -m harness.jvm_archive || say "continuing without a JVM class archive"
 say "ready: $(.venv/bin/python --version), java $(java_major), cepkit $(.venv/bin/cepkit --version | cut -d' ' -f2)"

@@ -60,7 +60,13 @@ def flink_run_command(spec: EngineRunSpec, program_args: list[str], address: tup
 
 
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
+    from harness.flink_jar import runtime_jar_env
+
     address = cluster_address(spec.master)
+    # The JVM feed and sink of the SQL queries (harness/flink_jar.py): the program adds the jar to its
+    # job, which ships it to a cluster's TaskManagers; the by-hand script names it too.
+    jar, used = runtime_jar_env({}, spec.python)
+    env = {**env, **jar}
     own = [*args, "--master", spec.master]
     if spec.worker_python:                       # the TaskManagers' Python workers' interpreter
         own += ["--conf", f"python.executable={spec.worker_python}"]
@@ -92,7 +98,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
                           f"# {spec.master} (specs/ENGINE_RUN.md, \"Clusters\"). Run it while a harness feeds and",
                           "# collects on the ports below, e.g. `cepkit pairs --engine flink --launch external`."],
                          exports, flink_run_command(spec, own, address), secret_file(spec))
-    return Launch(command, SCRIPT, script, {**logs, **jvm}, {}, scratch)
+    return Launch(command, SCRIPT, script, {**logs, **jvm, **jar}, {"runtime_jar": used} if used else {}, scratch)
 
 
 def sampled_extra(spec: EngineRunSpec, started: dict) -> list[int]:

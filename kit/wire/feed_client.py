@@ -83,12 +83,15 @@ class DriverClient(FrameClient):
         return self._request(req, wait_ms)[0]["offset"]
 
     def read_once(self, start: int, end: int, *, max_rows: int | None = None,
-                  wait_ms: int = 0) -> tuple[pa.Table, dict]:
+                  wait_ms: int = 0, split: tuple[int, int, int] | None = None) -> tuple[pa.Table, dict]:
         """One `read` request: rows [start, stop) with stop <= end and <= the released offset,
-        and at most max_rows (and the driver's cap). Returns the table and the response header."""
+        and at most max_rows (and the driver's cap). Returns the table and the response header.
+        `split`: (i, K, B), the read of split i of K in blocks of B (specs/DRIVER.md, "Splits")."""
         req = {"op": "read", "start": int(start), "end": int(end), "wait_ms": int(wait_ms)}
         if max_rows is not None:
             req["max_rows"] = int(max_rows)
+        if split is not None:
+            req.update(split=int(split[0]), splits=int(split[1]), block=int(split[2]))
         resp, body = self._request(req, wait_ms)
         return decode_table(body), resp
 
@@ -115,10 +118,13 @@ class DriverClient(FrameClient):
     def stats(self) -> dict:
         return self._request({"op": "stats"})[0]["stats"]
 
-    def commit(self, end: int) -> None:
+    def commit(self, end: int, split: tuple[int, int] | None = None) -> None:
         """Tell the driver the engine has checkpointed every event below `end` (it keeps the rest
-        for a restart)."""
-        self._request({"op": "commit", "end": int(end)})
+        for a restart); with `split` (i, K): split i of K has (specs/DRIVER.md, "Splits")."""
+        req = {"op": "commit", "end": int(end)}
+        if split is not None:
+            req.update(split=int(split[0]), splits=int(split[1]))
+        self._request(req)
 
     def commit_reads(self, before_ms: int, after_ms: int = 0) -> int | None:
         """Tell the driver the engine has checkpointed every read it answered between `after_ms`

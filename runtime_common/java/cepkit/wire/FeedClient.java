@@ -49,11 +49,18 @@ public final class FeedClient implements AutoCloseable {
   /** One read: rows {@code [start, stop)} with stop at most {@code end}, the released offset and the
    * rows' first-served times ({@code served}); waits up to {@code waitMs} for the first event past start. */
   public FrameClient.Frame read(long start, long end, long waitMs) throws IOException {
+    return read(start, end, waitMs, Map.of());
+  }
+
+  /** A read with more fields: {@code max_rows}, or the reader's split ({@code split}, {@code splits},
+   * {@code block}: specs/DRIVER.md, "Splits"), whose position the driver then follows apart. */
+  public FrameClient.Frame read(long start, long end, long waitMs, Map<String, Object> extra) throws IOException {
     Map<String, Object> req = new LinkedHashMap<>();
     req.put("op", "read");
     req.put("start", start);
     req.put("end", end);
     req.put("wait_ms", waitMs);
+    req.putAll(extra);
     return conn.request(req, null, waitMs);
   }
 
