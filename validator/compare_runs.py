@@ -211,9 +211,17 @@ def engine_record(path: Path) -> dict:
 
 
 def _engine_cells(unit: UnitResult, rec: dict | None, path: Path) -> None:
-    """Mean CPU, peak RSS, duration, events and outputs of run.json."""
+    """The plan and what bounded the run (beside the verdict, "not recorded" where run.json has
+    neither), then mean CPU, peak RSS, duration, events and outputs of run.json."""
     if rec is None:
         return
+    from validator.report_page import run_record_facts
+
+    plan, bound = run_record_facts(rec)
+    unit.add("plan", "plan", Cell(plan or "not recorded", plan))
+    unit.add("bound", "what bounded the run", Cell(bound or "not recorded", bound))
+    head = [k for k in ("verdict", "status", "plan", "bound") if k in unit.cells]
+    unit.cells = {k: unit.cells[k] for k in [*head, *(k for k in unit.cells if k not in head)]}
     cpu = _get(rec, "resources.mean_cpu_percent", path)
     rss = _get(rec, "resources.peak_rss_bytes", path)
     duration = _get(rec, "timings.duration_s", path)

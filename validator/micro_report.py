@@ -4,8 +4,8 @@
 page (figures are PNG data URIs; nothing else is written) in the look of the Pairs report
 (validator.report_page, validator.plots). It shows:
 
-- the points' table: params, queries, status, verdict, rate, p50/p99 with the count of latencies
-  and the p99's 95 % interval (worded by validator.order_stats), CPU and peak RSS;
+- first, per point, what the reader came for: its verdict, rate (or sustainable rate), p99, plan
+  and what bounded it (as the point's run.json records them; "not recorded" otherwise);
 - per experiment with two or more points, the metric against the swept factor (sustainable
   throughput in "sustainable" mode, Fig 4.3/4.5/4.11/4.15/4.18; p99 latency in "fixed-rate" mode)
   over peak RSS and, for stateful queries, the state store's peak memory (Tables 4.3-4.4);
@@ -14,7 +14,10 @@ page (figures are PNG data URIs; nothing else is written) in the look of the Pai
   peak (Fig 4.17) from the point's output log;
 - the engine's memory over time, one small panel per point that has metrics/resources.csv;
 - per point with metrics/health.csv, the long-run health table (validator/health.py: each
-  series' level, growth per hour and flag), as in the Pairs report but without its figure.
+  series' level, growth per hour and flag), as in the Pairs report but without its figure;
+- last and folded, the points' full table: params, queries, status, verdict, rate, p50/p99 with
+  the count of latencies and the p99's 95 % interval (worded by validator.order_stats), CPU, peak
+  RSS and state.
 
 Missing values show as a dash; an unreadable output log or resources file becomes a note and its
 figure is left out, so a partly failed suite still gets its report.
@@ -22,6 +25,7 @@ figure is left out, so a partly failed suite still gets its report.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from dataclasses import dataclass
@@ -46,7 +50,7 @@ from validator.health_plots import view as health_view
 from validator.order_stats import Percentile, percentile_text
 from validator.outputlog import Clocks, read_output_log, read_resources
 from validator.report import FAILED, PASSED
-from validator.report_page import adaptivity_rows, data_uri, environment
+from validator.report_page import adaptivity_rows, data_uri, environment, run_record_facts
 
 TEMPLATE = "micro_report.html.j2"
 MODES = ("fixed-rate", "sustainable")
@@ -79,6 +83,8 @@ class WorkloadPoint:
     latency_count: int | None = None    # latencies behind p50/p99 (None: not validated, unknown)
     p99_ci_low_ms: int | None = None    # the p99's 95 % interval, None on an open side
     p99_ci_high_ms: int | None = None
+    plan: str | None = None             # where the query's work ran, as the run recorded it
+    bound: str | None = None            # what bounded the run, as the run recorded it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {str(k): str(v) for k, v in dict(self.params).items()})
@@ -159,9 +165,22 @@ def _render(title: str, mode: str, points: list[WorkloadPoint], tmp: Path, notes
         adaptivity=adaptivity, memory=figure(plot_memory, memory) if memory else None, health=health, notes=notes)
 
 
+def _facts(p: WorkloadPoint) -> tuple[str | None, str | None]:
+    """(plan, bound) of a point: its own, else what its engine run's run.json records."""
+    if (p.plan is not None and p.bound is not None) or p.engine_dir is None:
+        return p.plan, p.bound
+    try:
+        run = json.loads((p.engine_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        run = None
+    plan, bound = run_record_facts(run)
+    return p.plan or plan, p.bound or bound
+
+
 def _row(p: WorkloadPoint, mode: str) -> dict:
     rate = p.sustainable_eps if mode == "sustainable" else p.input_eps
-    return {"p": p, "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "rate": _finite(rate),
+    plan, bound = _facts(p)
+    return {"p": p, "plan": plan, "bound": bound, "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "rate": _finite(rate),
             "y": p.y(mode), "rss": _finite(p.peak_rss_mib), "cpu": _finite(p.mean_cpu_percent),
             "state": _finite(p.state_mib),
             "p99": p99_cell(p.p99_ms, p.latency_count, p.p99_ci_low_ms, p.p99_ci_high_ms),

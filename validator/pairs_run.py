@@ -28,7 +28,7 @@ from validator.pairs_reference import StrategyParams, compute_reference
 from validator.phase_table import PhaseRow, phase_rows, phase_table_text
 from validator.recovery import Recovery, recoveries
 from validator.report import format_text_report, pscore_lines
-from validator.report_page import ReportInputs, StrategyChart, write_report
+from validator.report_page import ReportInputs, StrategyChart, run_record_facts, write_report
 
 SCHEMAS = {"Indicator": INDICATOR, "MarketOrder": MARKET_ORDER}
 
@@ -111,6 +111,17 @@ def run_profile(manifest: dict, clocks: Clocks | None, outputs, measure_ms=(None
     return profile
 
 
+def _run_record(path: Path) -> dict | None:
+    """The engine run's run.json beside its output log, for what it records of the run (plan, what
+    bounded it); None where there is none (an external engine's log) or it cannot be read."""
+    import json
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def validate_pairs(v: PairsValidation) -> PairsOutcome:
     spec = read_strategies(v.strategies_file)
     params = [StrategyParams.of(s) for s in spec.strategies]
@@ -131,6 +142,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
     ref.final.to_csv(out / "expected" / "final-positions.csv", index=False)
     comparisons: list[StreamComparison] = []
     latency, pscore, clocks, resources, pscore_note, recovered, health = [], None, None, None, None, (), None
+    plan = bound = None
     if log is not None:
         clocks = log.clocks
         profile = run_profile(manifest, clocks, [log.stream(name) for name in SCHEMAS], v.measure_ms)
@@ -147,6 +159,7 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         metrics = metrics_dir(v.log)
         resources = read_resources(metrics / "resources.csv")
         health = read_health_report(metrics / HEALTH_CSV)      # None: a run without one (older, external)
+        plan, bound = run_record_facts(_run_record(metrics.parent / "run.json"))
     phases = () if profile is None else phase_rows(
         profile, clocks, {name: log.stream(name) for name in SCHEMAS} if log is not None else {}, ref.input_per_second)
     inputs = ReportInputs(
@@ -159,7 +172,8 @@ def validate_pairs(v: PairsValidation) -> PairsOutcome:
         comparisons=tuple(comparisons), latency=tuple(latency), pscore=pscore, profile=profile, clocks=clocks,
         input_series=ref.input_per_second, resources=resources,
         chart=_chart(v.chart_strategy, expected), recoveries=recovered,
-        strategies=tuple(params), names_seed=names_seed(manifest), phase_table=phases, health=health)
+        strategies=tuple(params), names_seed=names_seed(manifest), phase_table=phases, health=health,
+        plan=plan, bound=bound)
     report = write_report(inputs, out)
     text = format_text_report(tuple(comparisons), latency=tuple(latency)) if comparisons \
         else "no engine log: expected answers only"

@@ -93,6 +93,8 @@ class ReportInputs:
       an invented company name beside each symbol; None (a converted dataset) shows none.
     - health: the growth per hour of metrics/health.csv's series (validator/health.py), shown in
       the "Long-run health" section and summary.json `health`.
+    - plan / bound: where the query's work ran and what bounded the run, as the engine run recorded
+      them (`run_record_facts`); the page says "not recorded" for either when None.
     """
 
     title: str
@@ -113,6 +115,8 @@ class ReportInputs:
     names_seed: int | None = None
     health: HealthReport | None = None
     phase_table: tuple = ()      # validator.phase_table.PhaseRow per phase of `profile`
+    plan: str | None = None
+    bound: str | None = None
 
     def __post_init__(self) -> None:
         if not str(self.title).strip():
@@ -144,6 +148,28 @@ class ReportInputs:
     @property
     def verdict(self) -> str:
         return overall_verdict(self.comparisons)
+
+
+def fact_text(value) -> str | None:
+    """A recorded fact (run.json `plan`, `bound`, `verdict`) in words: text as it is; an object by
+    its `text`, `verdict`, `bound` or `name`, else its fields; None when absent or empty."""
+    if value is None or value == "" or value == {} or value == []:
+        return None
+    if isinstance(value, dict):
+        for key in ("text", "verdict", "bound", "name"):
+            if isinstance(value.get(key), str) and value[key]:
+                part = value.get("part")
+                return value[key] + (f" ({part})" if isinstance(part, str) and part and part not in value[key] else "")
+        return ", ".join(f"{k} {v}" for k, v in value.items() if not isinstance(v, (dict, list))) or None
+    return str(value)
+
+
+def run_record_facts(run: Mapping | None) -> tuple[str | None, str | None]:
+    """(plan, what bounded the run) from an engine run's run.json, where it records them: `plan`,
+    and `bound` or a `verdict` object; (None, None) for a run that records neither."""
+    if not isinstance(run, Mapping):
+        return None, None
+    return fact_text(run.get("plan")), fact_text(run.get("bound")) or fact_text(run.get("verdict"))
 
 
 def pscore_lines_from_summary(path: str | Path) -> tuple[str, ...]:
@@ -184,7 +210,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
         phases=_phase_rows(inputs.profile, inputs.phase_table), clocks=inputs.clocks,
         figures=[dict(f, src=data_uri(out / f["file"])) for f in figures], notes=inputs.notes,
         strategies=_strategy_rows(shown_strategies, names), strategies_total=len(inputs.strategies),
-        named=bool(names), health=health)
+        named=bool(names), health=health, plan=inputs.plan, bound=inputs.bound)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
@@ -391,6 +417,7 @@ def _summary(inputs: ReportInputs, figures: list[dict], generated: str) -> dict:
     return _jsonable({
         "kind": SUMMARY_KIND, "schema_version": SUMMARY_VERSION, "title": inputs.title, "generated": generated,
         "verdict": inputs.verdict, "run": {str(k): v for k, v in inputs.run_info.items()},
+        "plan": inputs.plan, "bound": inputs.bound,
         "clocks": inputs.clocks.to_dict() if inputs.clocks is not None else None,
         "profile": inputs.profile.to_dict() if inputs.profile is not None else None,
         "streams": [c.to_dict() for c in inputs.comparisons],

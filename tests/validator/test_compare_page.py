@@ -413,3 +413,20 @@ def _edit(path: Path, change) -> None:
     doc = json.loads(path.read_text())
     change(doc)
     path.write_text(json.dumps(doc))
+
+
+def test_the_plan_and_bound_follow_the_verdict_and_the_run_list_comes_last_folded(pairs_runs, tmp_path):
+    runs = {}
+    for engine in ("spark", "flink"):
+        runs[engine] = shutil.copytree(pairs_runs[engine], tmp_path / engine)
+    _edit(runs["flink"] / "engine" / "run.json", lambda d: d.update(plan="keyed", bound="kit-bound (sink)"))
+    path = write_comparison([runs["spark"], runs["flink"]], tmp_path / "cmp")
+    doc = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    (unit,) = doc["units"]
+    assert [r["key"] for r in unit["rows"]][:4] == ["verdict", "status", "plan", "bound"]
+    c = cells(doc, "Pairs")
+    assert [x["text"] for x in c["plan"]] == ["not recorded", "keyed"]
+    assert [x["text"] for x in c["bound"]] == ["not recorded", "kit-bound (sink)"]
+    html = path.read_text()
+    assert html.index('id="unit-1"') < html.index('id="runs"')
+    assert re.search(r'<section id="runs">\s*<details class="long">', html)

@@ -304,9 +304,37 @@ def test_micro_summary_rows_give_the_count_and_p99_interval():
     assert (row["latency_count"], row["p99_ms"], row["p99_ci_low_ms"], row["p99_ci_high_ms"]) == (6, 609, 500, None)
     # The search mode's rows come from the best step; one without the count shows the bare p99.
     step = SimpleNamespace(rate_eps=100.0, sustainable=True, p50_ms=3, p99_ms=9, peak_rss_mib=1.0, state_mib=None,
-                           verdict="PASSED", latency_count=6, p99_ci_low_ms=8, p99_ci_high_ms=None)
+                           verdict="PASSED", latency_count=6, p99_ci_low_ms=8, p99_ci_high_ms=None,
+                           connectors={"source": "jvm", "sink": "jvm"}, bound=None)
     search = SimpleNamespace(workload="w", sustainable_eps=100.0, confirmed=True, steps=(step,),
-                             best_step=lambda: step, lowest_failing_eps=lambda: None)
+                             best_step=lambda: step, lowest_failing_eps=lambda: None, first_failing=lambda: None,
+                             bound_text=lambda: "-", kit_bound=lambda: False)
     line = search_table([search]).splitlines()[2]
     assert "| 6 | 3 | 9 (max of 6: too few; CI ≥ 8) |" in line
     assert line.startswith("| w | 100 | none: every step kept up | yes |")
+
+
+def test_the_page_leads_with_each_points_verdict_and_rate_and_folds_the_full_table_last(suite):
+    _, html, points, _ = suite
+    assert html.index('id="counts"') < html.index('id="headline-table"') < html.index('id="exp-1"') \
+        < html.index('id="adaptivity"') < html.index('id="points-table"') < html.index('id="notes"')
+    assert re.search(r'<section id="points">\s*<details class="long">', html)
+    rows = {r[0]: r for r in table_rows(html, "headline-table")}
+    assert list(rows) == [p.workload for p in points]
+    assert rows["filter-sel-0.1"][1:] == ["PASSED", "41,234", "48", "not recorded", "not recorded"]
+    assert rows["cw-500-MEDIAN"][1] == "FAILED"
+
+
+def test_a_points_plan_and_bound_come_from_its_run_json_or_from_the_point(tmp_path):
+    import json
+
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    (engine / "run.json").write_text(json.dumps({"plan": "by-kind", "verdict": {"verdict": "kit-bound", "part": "feed"}}))
+    points = [point("w-recorded", "e", {"n": "1"}, engine_dir=engine),
+              point("w-given", "e", {"n": "2"}, plan="driver", bound="engine"),
+              point("w-none", "e", {"n": "3"}, engine_dir=tmp_path / "gone")]
+    html = write_suite_report("facts", "fixed-rate", points, tmp_path / "out").read_text()
+    rows = {r[0]: r[-2:] for r in table_rows(html, "headline-table")}
+    assert rows == {"w-recorded": ["by-kind", "kit-bound (feed)"], "w-given": ["driver", "engine"],
+                    "w-none": ["not recorded", "not recorded"]}

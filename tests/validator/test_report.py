@@ -39,7 +39,7 @@ from validator.pairs_reference import StrategyParams
 from validator.pairs_run import PairsValidation, validate_pairs
 from validator.report import format_text_report
 from validator.report_page import (STRATEGIES_SHOWN, ReportInputs, StrategyChart, pscore_lines_from_summary,
-                                   write_report)
+                                   run_record_facts, write_report)
 
 W0 = 1_790_000_000_000
 T0 = 1_767_623_400_000
@@ -429,3 +429,51 @@ def test_the_strategies_table_is_capped_and_keeps_the_charted_strategy(tmp_path)
     assert f"Strategy st_00001: QZKXVA ({names['QZKXVA']}) / QZKXVB ({names['QZKXVB']})" in html_lib.unescape(html)
     with pytest.raises(CepkitError, match="names_seed"):
         report_inputs(ind, orders, eng_ind, eng_ord, names_seed="9")
+
+
+# -- what the reader came for comes first (issue 46) ---------------------------------------------------
+
+def test_the_page_leads_with_the_verdict_and_headline_figures_and_keeps_long_tables_last_and_folded(written):
+    path, _ = written
+    html = path.read_text()
+    order = ['id="verdict"', 'id="key-figures"', 'id="run-plan"', 'id="run-bound"', 'id="fig-latency-time"',
+             'id="profile"', 'id="latency-table"', 'id="pscore-table"', 'id="fig-throughput"', 'id="correctness-table"',
+             'id="incorrect-MarketOrder"']
+    at = [html.index(marker) for marker in order]
+    assert at == sorted(at), [m for m, a, b in zip(order, at, sorted(at)) if a != b]
+    # The incorrect answers are folded, as is the strategies table of a run that has one.
+    assert re.search(r'<details class="long">\s*<summary><h3 id="incorrect-MarketOrder">', html)
+    assert "not recorded" in html.split('id="run-plan"', 1)[1].split("</tr>", 1)[0]
+    assert "not recorded" in html.split('id="run-bound"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_a_recorded_plan_and_bound_are_shown_beside_the_headline_and_in_the_summary(tmp_path):
+    run = synthetic_run()
+    path = write_report(report_inputs(*run, plan="keyed", bound="kit-bound (feed)"), tmp_path / "r")
+    html = path.read_text()
+    assert re.search(r'id="run-plan"><th>plan</th><td>keyed</td>', html)
+    assert re.search(r'id="run-bound"><th>what bounded the run</th><td>kit-bound \(feed\)</td>', html)
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["plan"] == "keyed" and summary["bound"] == "kit-bound (feed)"
+
+
+def test_the_strategies_table_comes_last_and_folded(tmp_path):
+    run = synthetic_run()
+    strategies = tuple(StrategyParams(alias=f"st_{i:05d}", symbol1="AAA", symbol2="BBB", available_funds_cents=10_000,
+                                      period_length_s=5, num_periods=6, bands_multiplier=2.0, stop_loss_perc=0.1)
+                       for i in range(3))
+    html = write_report(report_inputs(*run, strategies=strategies), tmp_path / "r").read_text()
+    assert html.index('id="correctness-table"') < html.index('id="strategies"') < html.index('id="notes"')
+    assert re.search(r'<section id="strategies">\s*<details class="long">', html)
+
+
+@pytest.mark.parametrize("record, facts", [
+    (None, (None, None)),
+    ({}, (None, None)),
+    ({"plan": "keyed", "bound": "engine"}, ("keyed", "engine")),
+    ({"plan": {"name": "by-kind"}, "verdict": {"verdict": "kit-bound", "part": "sink"}}, ("by-kind", "kit-bound (sink)")),
+    ({"bound": {"text": "kit-bound (feed)", "part": "feed"}}, (None, "kit-bound (feed)")),
+    ({"plan": "", "bound": None, "verdict": {}}, (None, None)),
+])
+def test_run_record_facts_read_what_run_json_records_and_nothing_else(record, facts):
+    assert run_record_facts(record) == facts
