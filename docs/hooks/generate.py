@@ -195,10 +195,37 @@ def _toml_value(v) -> str:
     return repr(v)
 
 
+def options_by_key() -> dict[str, list[str]]:
+    """Config key -> the command-line options that set it, from the commands' own (dest, key)
+    tables (`FLAGS`, `ENGINE_FLAGS`, ... in cepkit_app/cli/), e.g. pairs.scale_factor -> [--sf]."""
+    import importlib
+    import pkgutil
+
+    import cepkit_app.cli as cli
+
+    dests: dict[str, str] = {}
+    for info in pkgutil.iter_modules(cli.__path__):
+        if info.name == "__main__":             # importing it would run the command line
+            continue
+        module = importlib.import_module(f"cepkit_app.cli.{info.name}")
+        for name, table in vars(module).items():
+            if name.endswith("FLAGS") and isinstance(table, tuple):
+                dests.update({dest: key for dest, key in table})
+    dests.update({dest: key for dest, key in cli.ENGINE_FLAGS})
+    out: dict[str, list[str]] = {}
+    for _, _, parser in commands():
+        for action in options(parser):
+            key = dests.get(action.dest)
+            if key and action.option_strings and action.option_strings[-1] not in out.get(key, []):
+                out.setdefault(key, []).append(action.option_strings[-1])
+    return out
+
+
 def config_page() -> str:
     from kit.config import Config, describe_keys
 
     described = dict(describe_keys())
+    by_option = options_by_key()
     default = Config()
     lines = ["# Configuration keys", "",
              "Generated from the config model (`kit/config/`) at every build of this site: every key a "
@@ -224,7 +251,9 @@ def config_page() -> str:
         for name, _ in keys:
             key = prefix + name
             lines.append(f"| <span id=\"{config_id(key)}\"></span>`{key}` | {_cell(described[key])} | "
-                         f"`{_code(_toml_value(_default_of(default, key)))}` | {_cell(comments.get(name, ''))} |")
+                         f"`{_code(_toml_value(_default_of(default, key)))}` | {_cell(comments.get(name, ''))}"
+                         + (f" Option: {', '.join(f'`{o}`' for o in by_option[key])}." if key in by_option else "")
+                         + " |")
         lines.append("")
     return "\n".join(lines)
 
