@@ -202,7 +202,7 @@ class SinkServer:
             raise BadRequestError(f"emit: epoch must be a string of 1 to 64 characters, got {epoch!r}")
         try:
             table = decode_table(body)
-        except (pa.ArrowException, ValueError) as e:
+        except (pa.ArrowException, ValueError, OSError) as e:     # a corrupt stream is a plain OSError at times
             raise BadRequestError(f"emit {name}: the body is not an Arrow IPC stream: {e}") from None
         for col in (ARRIVAL_TS, BATCH_ID):
             if col in table.column_names:

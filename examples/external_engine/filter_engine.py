@@ -37,8 +37,11 @@ Usage (examples/external_engine/README.md has the whole walk-through):
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
 import struct
 import sys
@@ -177,7 +180,21 @@ class Feed:
         # The run's secret comes in the environment, never on the command line (argv is world-readable).
         secret = os.environ.get("CEPKIT_SECRET")
         if secret:
-            self.request({"op": "auth", "secret": secret})
+            self.authenticate(secret)
+
+    def authenticate(self, secret: str) -> None:
+        """The challenge-response of specs/DRIVER.md ("Who may connect"): each side proves it
+        holds the secret by an HMAC-SHA256 of both nonces; the secret never crosses the wire."""
+        def proof(role: str, client_nonce: str, server_nonce: str) -> str:
+            message = f"cepkit-auth {role} {client_nonce} {server_nonce}".encode()
+            return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+        client_nonce = secrets.token_hex(16)
+        challenge, _ = self.request({"op": "auth", "nonce": client_nonce})
+        server_nonce = str(challenge.get("nonce", ""))
+        if not hmac.compare_digest(str(challenge.get("proof", "")), proof("server", client_nonce, server_nonce)):
+            raise SystemExit(f"filter_engine: driver at {self.address}: it does not hold the run's secret")
+        self.request({"op": "auth", "proof": proof("client", client_nonce, server_nonce)})
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray()

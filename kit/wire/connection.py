@@ -8,8 +8,9 @@ safe but serial). It pickles without its socket and lock, so a client can be shi
 Python workers and connects on first use there.
 
 With the run's secret (kit/wire/auth.py) every new connection, the first and each one after a
-reconnect, begins with the auth frame. The secret pickles with the client: the executors and
-TaskManagers it is shipped to have none of the program's environment.
+reconnect, begins with the challenge-response (`handshake`): the secret itself never crosses the
+wire. The secret pickles with the client: the executors and TaskManagers it is shipped to have
+none of the program's environment.
 """
 
 from __future__ import annotations
@@ -18,8 +19,36 @@ import socket
 import threading
 import time
 
-from kit.wire.auth import auth_frame
-from kit.wire.protocol import ProtocolError, recv_frame, send_frame
+from kit.wire.auth import AUTH_MAX_HEADER_BYTES, answer_frame, check_server, hello_frame, new_nonce
+from kit.wire.protocol import ProtocolError, UnauthorizedError, recv_frame, send_frame
+
+
+def handshake(sock: socket.socket, secret: str, *, where: str,
+              refused: type[Exception] = UnauthorizedError) -> None:
+    """Prove on `sock` that this side holds `secret`, once the server proved it does
+    (kit/wire/auth.py). A refusal, or a server that does not prove itself, raises `refused`
+    (never retried: a wrong secret stays wrong); a connection lost meanwhile raises OSError."""
+    client_nonce = new_nonce()
+    send_frame(sock, hello_frame(client_nonce))
+    answer = _handshake_answer(sock, where)
+    if not answer.get("ok"):
+        raise refused(f"{where}: {answer.get('message', 'the connection was refused')}")
+    server_nonce = check_server(secret, client_nonce, answer)
+    if server_nonce is None:
+        raise refused(f"{where}: the server's proof does not match this client's secret (a wrong secret here, "
+                      f"a server started without one, or not the run's server: specs/DRIVER.md, \"Who may "
+                      f"connect\")")
+    send_frame(sock, answer_frame(secret, client_nonce, server_nonce))
+    answer = _handshake_answer(sock, where)
+    if not answer.get("ok"):
+        raise refused(f"{where}: {answer.get('message', 'the connection was refused')}")
+
+
+def _handshake_answer(sock: socket.socket, where: str) -> dict:
+    frame = recv_frame(sock, max_header=AUTH_MAX_HEADER_BYTES, max_body=0)
+    if frame is None:
+        raise ConnectionResetError(f"connection closed by the {where} during the auth handshake")
+    return frame[0]
 
 
 class FrameConnection:
@@ -81,14 +110,15 @@ class FrameConnection:
                     time.sleep(0.05)
 
     def _authenticate(self) -> None:
-        """Present the secret on the new connection; a refusal raises `refused` (never retried)."""
-        send_frame(self._sock, auth_frame(self._secret))
-        frame = recv_frame(self._sock)
-        if frame is None:
-            raise ConnectionResetError(f"connection closed by the {self.peer} before it answered the auth frame")
-        if not frame[0].get("ok"):
+        """The handshake on the new connection; a refusal raises `refused` (never retried)."""
+        try:
+            handshake(self._sock, self._secret, where=self.where, refused=self._refused)
+        except ProtocolError as e:
             self._drop()
-            raise self._refused(f"{self.where}: {frame[0].get('message', 'the connection was refused')}")
+            raise self._refused(f"{self.where}: a malformed answer to the auth handshake: {e}") from None
+        except self._refused:
+            self._drop()
+            raise
 
     def _drop(self) -> None:
         if self._sock is not None:

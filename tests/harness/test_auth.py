@@ -1,8 +1,9 @@
 """Who may connect to a run's feed and sink (kit/wire/auth.py, harness/server.py; specs/DRIVER.md,
-"Who may connect"): the right secret is served, a missing or wrong one, a silent peer and an
-oversized first frame are refused, each refusal counted and logged once, and the secret itself is
-never in a log line, an error message or the driver's command line. Clients present it on every
-connection, after a reconnect and after being pickled (as they are shipped to executors).
+"Who may connect"): a client that proves it holds the secret (the challenge-response) is served, a
+missing or wrong one, a silent peer and an oversized first frame are refused, each refusal counted
+and logged once, and the secret itself is never on the wire, in a log line, an error message or
+the driver's command line. Clients authenticate on every connection, after a reconnect and after
+being pickled (as they are shipped to executors), and refuse a server that does not prove itself.
 
 Real sockets on 127.0.0.1, real servers (the driver in process and as its own process, the sink).
 """
@@ -26,7 +27,8 @@ from harness.playback import Driver
 from harness.process import DriverProcess
 from harness.server import FrameServer, log_to
 from harness.sink import SinkServer
-from kit.wire.auth import SECRET_ENV, auth_frame, new_secret
+from kit.wire.auth import SECRET_ENV, answer_frame, hello_frame, new_nonce, new_secret, proof
+from kit.wire.connection import handshake
 from kit.wire.feed_client import DriverClient
 from kit.wire.protocol import PREFIX, UnauthorizedError, recv_frame, send_frame
 from kit.wire.sink_client import SinkClient, SinkError
@@ -53,6 +55,16 @@ class Lines(list):
 
     def __call__(self, line: str) -> None:
         self.append(line)
+
+
+def authenticate(sock: socket.socket, secret: str = SECRET) -> dict:
+    """The client's side of the handshake, by hand: the server's last answer."""
+    client_nonce = new_nonce()
+    first = answer(sock, hello_frame(client_nonce))
+    if not first.get("ok"):
+        return first
+    assert first["proof"] == proof(SECRET, "server", client_nonce, first["nonce"])   # the server proved itself
+    return answer(sock, answer_frame(secret, client_nonce, first["nonce"]))
 
 
 def raw(port: int) -> socket.socket:
@@ -102,7 +114,7 @@ def server():
 
 def test_the_right_secret_is_served(server):
     with raw(server.port) as s:
-        assert answer(s, auth_frame(SECRET)) == {"ok": True}
+        assert authenticate(s) == {"ok": True}
         assert answer(s, {"op": "hello"}) == {"ok": True, "echo": "hello"}
         assert answer(s, {"op": "stats"}) == {"ok": True, "echo": "stats"}
     assert server.refused == 0 and server.lines == []
@@ -110,10 +122,13 @@ def test_the_right_secret_is_served(server):
 
 @pytest.mark.parametrize("first, why", [
     ({"op": "hello"}, "its first frame was not auth"),
-    ({"op": "auth"}, "wrong secret"),
-    ({"op": "auth", "secret": WRONG}, "wrong secret"),
-    ({"op": "auth", "secret": 12345}, "wrong secret"),
-    ({"op": "auth", "secret": SECRET[:-1] + "é"}, "wrong secret"),
+    ({"op": "auth"}, "its auth frame carried no nonce of 32 hex digits"),
+    ({"op": "auth", "nonce": "0" * 31}, "its auth frame carried no nonce of 32 hex digits"),
+    ({"op": "auth", "nonce": "A" * 32}, "its auth frame carried no nonce of 32 hex digits"),
+    ({"op": "auth", "nonce": 12345}, "its auth frame carried no nonce of 32 hex digits"),
+    # A client of an older cepkit sent the secret itself: refused, whatever the secret.
+    ({"op": "auth", "secret": WRONG}, "it sent a secret in clear (a client of an older cepkit): never accepted"),
+    ({"op": "auth", "secret": SECRET}, "it sent a secret in clear (a client of an older cepkit): never accepted"),
 ])
 def test_a_missing_or_wrong_secret_is_refused_counted_and_logged_once(server, first, why):
     with raw(server.port) as s:
@@ -139,7 +154,7 @@ def test_a_silent_peer_is_refused_after_the_timeout(server):
 
 def test_a_trickling_peer_does_not_stretch_the_timeout(server):
     """One byte now and then resets no clock: the whole first frame must come within the timeout."""
-    frame = json.dumps(auth_frame(SECRET)).encode()
+    frame = json.dumps(hello_frame(new_nonce())).encode()
     data = PREFIX.pack(len(frame), 0) + frame
     with raw(server.port) as s:
         t0 = time.monotonic()
@@ -193,7 +208,7 @@ def test_a_flood_of_silent_strangers_does_not_keep_the_runs_client_out(client_ho
         assert wait_for(lambda: srv.connections_total == 200)
         assert srv.open_connections <= 16
         with (raw_from(srv.port, client_host) if client_host != "127.0.0.1" else raw(srv.port)) as s:
-            assert answer(s, auth_frame(SECRET)) == {"ok": True}
+            assert authenticate(s) == {"ok": True}
             assert answer(s, {"op": "stats"}) == {"ok": True, "echo": "stats"}
         # Each stranger pushed out is refused, counted and told; no thread waits on any of them.
         assert wait_for(lambda: srv.refused >= 200 - 16)
@@ -251,7 +266,7 @@ def test_a_malformed_first_frame_is_refused_logged_and_counted(server, head):
 ])
 def test_a_malformed_frame_after_authenticating_is_answered_logged_and_counted(server, prefix, head):
     with raw(server.port) as s:
-        assert answer(s, auth_frame(SECRET)) == {"ok": True}
+        assert authenticate(s) == {"ok": True}
         s.sendall((prefix or PREFIX.pack(len(head), 0)) + head)
         refusal = answer(s, None)
         assert refusal is not None and refusal["error"] == "protocol"
@@ -267,7 +282,10 @@ def test_a_server_without_a_secret_serves_anyone_and_answers_an_auth_frame():
     try:
         with raw(srv.port) as s:
             assert answer(s, {"op": "hello"}) == {"ok": True, "echo": "hello"}
-            assert answer(s, auth_frame("anything")) == {"ok": True}
+            assert answer(s, hello_frame(new_nonce())) == {"ok": True}
+        # A client holding a secret refuses such a server: it cannot prove it holds the run's.
+        with raw(srv.port) as s, pytest.raises(UnauthorizedError, match="the server's proof does not match this client's secret"):
+            handshake(s, SECRET, where="test")
         assert srv.refused == 0
     finally:
         srv.stop()
@@ -298,12 +316,15 @@ def test_the_driver_serves_its_clients_and_refuses_the_rest(ticks, tmp_path):
                 DriverClient(port=drv.port, secret=secret).stats()
             assert SECRET not in str(refused.value) and WRONG not in str(refused.value)
         assert time.monotonic() - t0 < 5          # refused at once: a wrong secret is not retried
-        assert str(refused.value).startswith(f"driver at 127.0.0.1:{drv.port}: the feed refused the connection")
+        # A wrong secret is found out by the client first: the server's proof does not match it, so
+        # it hangs up before it gives a proof of its own (the server counts a hang-up).
+        assert str(refused.value).startswith(f"driver at 127.0.0.1:{drv.port}: the server's proof does not match "
+                                             "this client's secret")
         with DriverClient(port=drv.port, secret=SECRET) as c:
-            assert c.stats()["refused_connections"] == 2
+            assert wait_for(lambda: c.stats()["refused_connections"] == 2)
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and "feed refused a connection from 127.0.0.1:" in lines[0]
-    assert lines[0].endswith("its first frame was not auth") and lines[1].endswith("wrong secret")
+    assert lines[0].endswith("its first frame was not auth") and lines[1].endswith("it closed without authenticating")
     assert SECRET not in log.read_text() and WRONG not in log.read_text()
 
 
@@ -314,13 +335,14 @@ def test_the_sink_takes_batches_only_from_holders_of_the_secret(tmp_path):
             assert client.emit("S", 0, rows(3)) == 3
         with raw(sink.port) as s:
             assert answer(s, {"op": "stats"})["error"] == "unauthorized"
-        with pytest.raises(SinkError, match="the sink refused the connection: wrong secret") as refused:
+        with pytest.raises(SinkError, match="the server's proof does not match this client's secret") as refused:
             SinkClient(port=sink.port, secret=WRONG).emit("S", 1, rows(2))
         assert SECRET not in str(refused.value) and WRONG not in str(refused.value)
         with raw(sink.port) as s:         # silent
             assert answer(s, None)["error"] == "unauthorized"
         assert wait_for(lambda: len(lines) == 3)
-        assert [ln.split(": ", 1)[1] for ln in lines] == ["its first frame was not auth", "wrong secret",
+        assert [ln.split(": ", 1)[1] for ln in lines] == ["its first frame was not auth",
+                                                          "it closed without authenticating",
                                                           f"no whole auth handshake within {SHORT_S:g} s"]
         # A client without the secret sends a batch first: refused unread (it has a body), every try.
         with pytest.raises(SinkError):
@@ -376,6 +398,8 @@ def test_the_driver_process_takes_its_secret_from_the_environment_not_its_comman
             assert answer(s, {"op": "stats"})["error"] == "unauthorized"
         with pytest.raises(UnauthorizedError):
             DriverClient(port=proc.port, secret="not-the-drivers").stats()
+        with proc.client() as c:
+            assert wait_for(lambda: c.stats()["refused_connections"] == 2)
         stats = proc.stop()
     assert stats["refused_connections"] == 2
     lines = log.read_text().splitlines()
@@ -387,12 +411,22 @@ def test_the_driver_process_takes_its_secret_from_the_environment_not_its_comman
             assert c.latest_offset() == 0
 
 
-def test_secrets_are_compared_whole(server):
-    """Prefixes, padding and case do not pass (hmac.compare_digest over the whole value)."""
+def test_secrets_and_proofs_are_compared_whole(server):
+    """Other secrets (prefixes, padding, case) make other proofs; a proof is compared whole
+    (hmac.compare_digest over 64 hex digits), and one proof never serves twice: each connection's
+    server nonce is new, so a proof seen on the wire is no use to whoever saw it."""
     for guess in (SECRET[:16], SECRET + "0", SECRET.upper(), " " + SECRET, ""):
         with raw(server.port) as s:
-            assert answer(s, auth_frame(guess))["error"] == "unauthorized"
-    assert wait_for(lambda: server.refused == 5)
+            assert authenticate(s, guess)["error"] == "unauthorized"
+    with raw(server.port) as s:
+        client_nonce = new_nonce()
+        first = answer(s, hello_frame(client_nonce))
+        good = answer_frame(SECRET, client_nonce, first["nonce"])
+        assert answer(s, {"op": "auth", "proof": good["proof"].upper()})["error"] == "unauthorized"
+    with raw(server.port) as s:                 # a replay of `good` on a new connection
+        answer(s, hello_frame(client_nonce))
+        assert answer(s, good)["message"].startswith("the feed refused the connection: wrong secret")
+    assert wait_for(lambda: server.refused == 7)
 
 
 def test_concurrent_clients_authenticate_independently(server):
@@ -400,7 +434,7 @@ def test_concurrent_clients_authenticate_independently(server):
 
     def client(secret):
         with raw(server.port) as s:
-            results.append(answer(s, auth_frame(secret)).get("ok"))
+            results.append(authenticate(s, secret).get("ok"))
 
     threads = [threading.Thread(target=client, args=(SECRET if i % 2 else WRONG,)) for i in range(10)]
     for t in threads:

@@ -18,8 +18,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * One reconnecting request/response connection to the harness's feed or sink, speaking the frame
  * protocol of kit/wire/protocol.py (specs/DRIVER.md): every message is
  * {@code uint32 header_len | uint32 body_len | header (UTF-8 JSON object) | body}, both lengths
- * big-endian. With the run's secret, every new connection first sends {@code {"op": "auth",
- * "secret": ...}} (kit/wire/auth.py).
+ * big-endian. With the run's secret, every new connection first runs the challenge-response of
+ * kit/wire/auth.py (each side's HMAC-SHA256 of both nonces, keyed by the secret): the secret
+ * itself never crosses the wire.
  *
  * <p>Every request the engine makes is idempotent (reads address offsets; the sink writes each
  * (stream, epoch, batch) once), so a request cut by a lost connection is sent again on a new one
@@ -128,19 +129,56 @@ public final class FrameClient implements AutoCloseable {
       in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 1 << 16));
       out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 1 << 16));
       if (secret != null) {
-        send(JSON.writeValueAsBytes(Map.of("op", "auth", "secret", secret)), null);
-        Frame answer = receive();
-        if (!answer.header.path("ok").asBoolean(false)) {
+        // The challenge-response of kit/wire/auth.py: the secret never crosses the wire.
+        String clientNonce = newNonce();
+        send(JSON.writeValueAsBytes(Map.of("op", "auth", "nonce", clientNonce)), null);
+        Frame challenge = receive();
+        refuseUnlessOk(challenge);
+        String serverNonce = challenge.header.path("nonce").asText("");
+        String serverProof = challenge.header.path("proof").asText("");
+        if (!serverNonce.matches("[0-9a-f]{32}") || !java.security.MessageDigest.isEqual(
+            proof("server", clientNonce, serverNonce).getBytes(StandardCharsets.US_ASCII),
+            serverProof.getBytes(StandardCharsets.US_ASCII))) {
           drop();
-          throw new PeerError("unauthorized", where + ": "
-              + answer.header.path("message").asText("the connection was refused"));
+          throw new PeerError("unauthorized", where + ": the server's proof does not match this client's "
+              + "secret (a wrong secret here, a server started without one, or not the run's server)");
         }
+        send(JSON.writeValueAsBytes(Map.of("op", "auth", "proof", proof("client", clientNonce, serverNonce))), null);
+        refuseUnlessOk(receive());
       }
     } catch (IOException e) {
       if (socket == null) {
         s.close();
       }
       throw e;
+    }
+  }
+
+  private void refuseUnlessOk(Frame answer) throws PeerError {
+    if (!answer.header.path("ok").asBoolean(false)) {
+      drop();
+      throw new PeerError("unauthorized", where + ": "
+          + answer.header.path("message").asText("the connection was refused"));
+    }
+  }
+
+  /** 128 random bits as 32 lowercase hex digits. */
+  private static String newNonce() {
+    byte[] bytes = new byte[16];
+    new java.security.SecureRandom().nextBytes(bytes);
+    return java.util.HexFormat.of().formatHex(bytes);
+  }
+
+  /** HMAC-SHA256 keyed by the secret of {@code cepkit-auth ROLE CN SN}, as lowercase hex. */
+  private String proof(String role, String clientNonce, String serverNonce) throws IOException {
+    try {
+      javax.crypto.Mac mac = javax.crypto.Mac.getInstance("HmacSHA256");
+      mac.init(new javax.crypto.spec.SecretKeySpec(secret.getBytes(StandardCharsets.UTF_8), "HmacSHA256"));
+      byte[] digest = mac.doFinal(("cepkit-auth " + role + " " + clientNonce + " " + serverNonce)
+          .getBytes(StandardCharsets.UTF_8));
+      return java.util.HexFormat.of().formatHex(digest);
+    } catch (java.security.GeneralSecurityException e) {
+      throw new IOException(where + ": cannot compute the auth proof: " + e, e);
     }
   }
 
