@@ -224,6 +224,18 @@ def _window_stats(r: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(dev / n)
 
 
+# What a MarketOrder carries (specs/OUTPUT_LOG.md): `size` a 32-bit int; money in cents a 64-bit one.
+# An input whose exact order arithmetic leaves these is outside the benchmark (specs/PAIRS_SEMANTICS.md,
+# section 8): refused in one line, never an overflow.
+MAX_ORDER_SIZE = 2**31 - 1
+MAX_CENTS = 2**63 - 1
+
+
+class OrderRangeError(CepkitError):
+    """The strategies over this dataset make an order size or a balance beyond what the outputs
+    carry; the message names the strategy and the closing tick (the caller adds the file)."""
+
+
 def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
                   ind_rows: list, ord_rows: list, final_rows: list) -> None:
     ok = (cp.counts[:, i1] > 0) & (cp.counts[:, i2] > 0)
@@ -256,8 +268,21 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
         return int(cp.last_price[rows[k], idx[sym]])
 
     def emit(kind: str, sym: str, p: int, size: int, k: int) -> None:
+        if size > MAX_ORDER_SIZE:
+            raise OrderRangeError(f"strategy {st.alias}: the {kind} of {sym} at the closing tick of offset "
+                                  f"{int(off[k])} (tickTS {int(ts[k])}) would be of {size:,} shares, beyond a "
+                                  f"MarketOrder's size (a 32-bit int, at most {MAX_ORDER_SIZE:,}): prices that "
+                                  f"swing this far are outside the benchmark (specs/PAIRS_SEMANTICS.md, section 8)")
         if size > 0:
             ord_rows.append((st.alias, kind, sym, p, size, int(ts[k]), int(off[k])))
+
+    def in_range(cents: int, k: int) -> int:
+        if cents > MAX_CENTS:
+            raise OrderRangeError(f"strategy {st.alias}: its funds at the closing tick of offset {int(off[k])} "
+                                  f"(tickTS {int(ts[k])}) would be {cents:,} cents, beyond a 64-bit int: prices "
+                                  f"that swing this far are outside the benchmark (specs/PAIRS_SEMANTICS.md, "
+                                  f"section 8)")
+        return cents
 
     for k in range(len(ratio)):
         target = None
@@ -271,6 +296,7 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
                 sell_price = price(held, k)
                 available += shares * sell_price
                 emit("SELL", held, sell_price, shares, k)
+            in_range(available, k)
             buy_price = price(to_buy, k)
             buy_size = 10 * (available // (10 * buy_price))
             emit("BUY", to_buy, buy_price, buy_size, k)
@@ -281,12 +307,16 @@ def _run_strategy(st: StrategyParams, cp: ClosedPeriods, i1: int, i2: int,
                 state == LONG_SHORT and ratio[k] <= (1 - st.stop_loss_perc) * ratio_pos:
             p = price(held, k)
             emit("SELL", held, p, shares, k)
-            balance += shares * p
+            balance = in_range(balance + shares * p, k)
             state, held, shares = FLAT, None, 0
     # Section 10: an open position is valued at the held symbol's last trade in the whole input (the
     # price a closing SELL at the end of the run would get), not at the last Indicator's closing
     # tick: the last period, which never closes, and skipped periods still trade.
     value = balance + (shares * int(cp.end_price[idx[held]]) if held is not None else 0)
+    if value > MAX_CENTS:
+        raise OrderRangeError(f"strategy {st.alias}: its position at the end of the input would be worth {value:,} "
+                              f"cents, beyond a 64-bit int: prices that swing this far are outside the benchmark "
+                              f"(specs/PAIRS_SEMANTICS.md, section 8)")
     final_rows.append((st.alias, state, held or "", shares, balance, value))
 
 
@@ -355,7 +385,10 @@ def compute_reference(ticks_dir: Path | Manifest, strategies: Sequence[StrategyP
     if listed is None:
         check_symbols(strategies, {s for s, hit in zip(symbols, seen) if hit}, strategies_file,
                       f"no tick of it in {manifest.directory}")
-    ref = reference_from_periods(periods, strategies, index)
+    try:
+        ref = reference_from_periods(periods, strategies, index)
+    except OrderRangeError as e:
+        raise OrderRangeError(f"{strategies_file or 'strategies'} over {manifest.directory}: {e}") from None
     return dataclasses.replace(ref, input_per_second=counter.frame()) if counter is not None else ref
 
 

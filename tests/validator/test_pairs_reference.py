@@ -329,3 +329,45 @@ def test_periods_of_any_batching_match_the_tick_by_tick_definition(data):
         assert cp.sums.reshape(-1, n_symbols).tolist() == [[float(v) for v in r] for r in want["sum"]]
         assert cp.counts.reshape(-1, n_symbols).tolist() == want["cnt"]
         assert cp.last_price.reshape(-1, n_symbols).tolist() == want["last"]
+
+
+# -- the range of order sizes and money (specs/PAIRS_SEMANTICS.md, section 8) ----------------------
+
+def _swinging(periods: int, low: int, high: int):
+    """Closed periods of two symbols, one period each: A's price alternates low/high, B stays 100."""
+    from validator.pairs_reference import ClosedPeriods
+
+    a = np.array([low if i % 2 == 0 else high for i in range(periods)], dtype=np.int64)
+    b = np.full(periods, 100, dtype=np.int64)
+    prices = np.stack([a, b], axis=1)
+    return ClosedPeriods(5000, np.arange(periods, dtype=np.int64) * 10, np.arange(periods, dtype=np.int64) * 5000,
+                         prices.astype(np.float64), np.ones((periods, 2)), prices, prices[-1])
+
+
+def test_orders_beyond_a_32_bit_size_are_refused_in_one_line_naming_the_strategy():
+    """Regression (issue 45): prices swinging between 1 cent and ~2^31 cents made order sizes beyond
+    what a MarketOrder carries, and `validate pairs` ended in an OverflowError where it wrote them."""
+    from validator.pairs_reference import OrderRangeError, StrategyParams, reference_from_periods
+
+    st = StrategyParams("s1", "A", "B", 1_000_000, 5, 2, 0.5, 10.0)
+    with pytest.raises(OrderRangeError) as refused:
+        reference_from_periods({5000: _swinging(8, 1, 2**31 - 1)}, [st], {"A": 0, "B": 1})
+    message = str(refused.value)
+    assert message.startswith("strategy s1: the ") and "beyond a MarketOrder's size (a 32-bit int" in message
+    assert "\n" not in message and "PAIRS_SEMANTICS.md, section 8" in message
+    # The same swings, narrower: every size fits, and the orders are there.
+    ref = reference_from_periods({5000: _swinging(8, 1000, 3000)}, [st], {"A": 0, "B": 1})
+    assert len(ref.orders) > 0 and ref.orders["size"].max() <= 2**31 - 1
+
+
+def test_a_non_flat_strategy_that_bought_nothing_holds_its_symbol_with_0_shares():
+    """Pinned (section 8): funds below ten shares of the symbol to buy emit no BUY, but the state
+    machine moves, and `held` names that symbol with 0 shares."""
+    from validator.pairs_reference import StrategyParams, reference_from_periods
+
+    st = StrategyParams("s1", "A", "B", 500, 5, 2, 0.5, 10.0)          # 5 dollars: not ten shares of A at 10
+    ref = reference_from_periods({5000: _swinging(3, 1000, 3000)}, [st], {"A": 0, "B": 1})
+    assert ref.orders.empty
+    final = ref.final.iloc[0]
+    assert final["state"] == "LONG_SHORT" and final["held"] == "A" and final["shares"] == 0
+    assert final["balance_cents"] == final["value_cents"] == 500
