@@ -113,11 +113,13 @@ class FlinkJob:
     """What `build` gets: the environments, the feed and the outputs of one job."""
 
     def __init__(self, env, tables, driver: tuple[str, int], sink: tuple[str, int], parallelism: int,
-                 max_rows: int, attempt: int = 1, secret: str | None = None, source_partitions: int | None = None):
+                 max_rows: int, attempt: int = 1, secret: str | None = None, source_partitions: int | None = None,
+                 connectors: str = "jvm"):
         self.env, self.tables, self.driver, self.sink = env, tables, driver, sink
         self.parallelism, self.max_rows, self.attempt = parallelism, max_rows, attempt
         # The JVM feed's splits (flink_runtime/jvm.py): run.source_partitions, one by default.
         self.source_partitions = source_partitions or 1
+        self.connectors = connectors        # "jvm", or "python" to measure the kit's Python feed and emitter
         # The run's secret: every Python function that talks to the feed or the sink carries it in
         # its pickled state (a cluster's TaskManagers do not have the program's environment).
         self.secret = secret
@@ -355,7 +357,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
     try:
         env, tables, parallelism, settings = make_job(args, flink_conf)
         job = FlinkJob(env, tables, driver, sink, parallelism, args.max_rows_per_batch, args.attempt, secret,
-                       args.source_partitions)
+                       args.source_partitions, args.connectors)
         streams = build(job)
         if not isinstance(streams, Mapping) or not streams:
             raise CepkitError("build(job) must return the stream map {stream: [columns]}")

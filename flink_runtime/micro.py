@@ -126,7 +126,8 @@ class QueryFunction(KeyedProcessFunction):
 def jvm_plan(queries, sql: dict) -> bool:
     """Every query is SQL: the program reads the feed and answers the sink in the JVM
     (flink_runtime/jvm.py). A workload with a Python query keeps the Python feed for all: its Python
-    queries read the feed's ranges in Python, and one feed has one reader's commits and end of run."""
+    queries read the feed's ranges in Python, and one feed has one reader's commits and end of run.
+    `--connectors python` (run.connectors) keeps the Python feed and emitter for every workload."""
     return bool(sql) and all(q["id"] in sql for q in queries)
 
 
@@ -137,15 +138,10 @@ class MicroProgram:
         self.workload, self.queries, self.sql = workload, tuple(queries), dict(sql)
         self.multi_stream, self.table_path = multi_stream, table_path
 
-    @property
-    def in_jvm(self) -> bool:
-        """Whether the events are read and the answers sent in the JVM: when every query is SQL."""
-        return jvm_plan(self.queries, self.sql)
-
     def build(self, job) -> dict:
         python_queries = tuple(q for q in self.queries if q["id"] not in self.sql)
         single = None if self.multi_stream else self.queries[0]["inputs"][0]
-        if self.in_jvm:
+        if jvm_plan(self.queries, self.sql) and getattr(job, "connectors", "jvm") == "jvm":
             constants = [] if single is None else [(STREAM, single)]
             return self._sql(job, job.jvm_feed(constants), jvm=True)
         chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), interval_ms=CHUNK_MS)

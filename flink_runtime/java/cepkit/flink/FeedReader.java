@@ -62,6 +62,11 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
   private static final long WAIT_MS = 1_000;
   // After the run ended the driver answers at once: the waiter then pauses this long between asks.
   private static final long IDLE_MS = 20;
+  // A split's watermark moves at least every this many rows of an answer, not only at its end: a
+  // restored job catching up reads its whole backlog in one answer, and one watermark step over
+  // all of it makes keyed operators (MATCH_RECOGNIZE) emit the backlog's answers key by key rather
+  // than in time order, which the sink's replay filter relies on (harness/replay_filter.py).
+  private static final int WATERMARK_ROWS = 256;
 
   /** A split this reader owns, where it is, and its own output (for its watermark). */
   private static final class Owned {
@@ -137,7 +142,7 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
       }
       if (rows > 0) {
         long end = h.path("end").asLong();
-        long maxTs = emit(o.output, answer, start, rows);
+        long maxTs = emit(o, answer, start, rows);
         o.split = o.split.at(o.split.owned(end));
         advance(o, maxTs - 1);
         return InputStatus.MORE_AVAILABLE;
@@ -175,7 +180,8 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
   }
 
   /** Emit the answer's rows (offsets start, start + 1, ...); returns the largest TS among them. */
-  private long emit(SourceOutput<Row> out, FrameClient.Frame answer, long start, long rows) throws IOException {
+  private long emit(Owned o, FrameClient.Frame answer, long start, long rows) throws IOException {
+    SourceOutput<Row> out = o.output;
     JsonNode served = answer.header.get("served");
     if (served == null || !served.isArray()) {
       throw new IOException(client.where() + ": read answer has no `served` runs (a driver of another cepkit version?)");
@@ -220,6 +226,9 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
           long ts = tsVector.get(r);
           maxTs = Math.max(maxTs, ts);
           out.collect(row, ts);
+          if ((offset - start) % WATERMARK_ROWS == 0) {
+            advance(o, maxTs - 1);
+          }
         }
       }
     }

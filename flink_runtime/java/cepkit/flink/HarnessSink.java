@@ -51,7 +51,14 @@ import org.apache.flink.types.Row;
  *
  * <p>A sender thread hands the queued rows over every {@link #FLUSH_MS} ms, so no row waits for a
  * next one; {@code flush} (before every checkpoint barrier, and at the end of input) and
- * {@code close} send what is queued in the task's thread. Batch ids are
+ * {@code close} send what is queued in the task's thread. The sender cuts its batches at
+ * watermarks: it sends the rows that came before the last watermark the writer saw, and the rows
+ * after it only once they have waited {@link #HOLD_MS} ms. An operator that answers on watermarks
+ * (MATCH_RECOGNIZE, windows) emits one watermark's answers key by key, not in time order; cut
+ * inside such a burst, a batch could hold only answers later than where a dead job stopped while
+ * the next still holds replays of its answers, and the sink's replay filter, which stops comparing
+ * a sender once a batch of it is past that point (harness/replay_filter.py), would keep those
+ * replays. Cut at watermarks, every batch's answers precede the next batch's in event time. Batch ids are
  * {@code flush * parallelism + subtask}, the epoch {@code <program attempt>.<task attempt>.<subtask>}:
  * a restored job sends again, in a new epoch, the answers of the events after its checkpoint, and
  * the sink's replay filter drops them (harness/replay_filter.py). A failed send fails the task at
@@ -61,6 +68,9 @@ import org.apache.flink.types.Row;
 public final class HarnessSink implements Sink<Row> {
   private static final long serialVersionUID = 1L;
   public static final long FLUSH_MS = 10;
+  // Rows that came after the last watermark are sent once they have waited this long (a stream
+  // whose watermark stalls must not hold its answers back).
+  public static final long HOLD_MS = 200;
 
   final String host;
   final int port;
@@ -183,7 +193,9 @@ public final class HarnessSink implements Sink<Row> {
     private final Object sending = new Object();     // one send round at a time, in batch-id order
     private final Thread sender;
     private Map<String, List<Object[]>> queued;
+    private Map<String, Integer> cut;              // per stream: how many queued rows came before the last watermark
     private int queuedRows;
+    private long heldSince = -1;                   // when the oldest row after the last watermark was queued (ns)
     private long flushes;
     private boolean closing;
     private Throwable failure;
@@ -196,6 +208,7 @@ public final class HarnessSink implements Sink<Row> {
       this.epoch = sink.attempt + "." + taskAttempt + "." + subtask;
       this.client = new FrameClient(sink.host, sink.port, sink.secret, "sink", 60_000, 10_000);
       this.queued = fresh();
+      this.cut = new LinkedHashMap<>();
       this.sender = new Thread(this::sendLoop, "cepkit-sink-" + subtask);
       sender.setDaemon(true);
       sender.start();
@@ -230,6 +243,19 @@ public final class HarnessSink implements Sink<Row> {
         raiseFailure();
         queued.get(String.valueOf(name)).add(values);
         queuedRows++;
+        if (heldSince < 0) {
+          heldSince = System.nanoTime();
+        }
+      }
+    }
+
+    @Override
+    public void writeWatermark(org.apache.flink.api.common.eventtime.Watermark watermark) {
+      synchronized (this) {
+        for (Map.Entry<String, List<Object[]>> e : queued.entrySet()) {
+          cut.put(e.getKey(), e.getValue().size());
+        }
+        heldSince = -1;
       }
     }
 
@@ -238,7 +264,7 @@ public final class HarnessSink implements Sink<Row> {
       synchronized (this) {
         raiseFailure();
       }
-      sendQueued();
+      sendQueued(true);
     }
 
     private void raiseFailure() throws IOException {
@@ -259,7 +285,7 @@ public final class HarnessSink implements Sink<Row> {
               return;
             }
           }
-          sendQueued();
+          sendQueued(false);
         }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
@@ -271,8 +297,10 @@ public final class HarnessSink implements Sink<Row> {
       }
     }
 
-    /** Send every queued row: one emit per stream that has some, all with this round's batch id. */
-    private void sendQueued() throws IOException {
+    /** Send the queued rows before the last watermark (every queued row with `all`, or once the
+     * rows after it have waited HOLD_MS): one emit per stream that has some, all with this round's
+     * batch id. */
+    private void sendQueued(boolean all) throws IOException {
       synchronized (sending) {
         Map<String, List<Object[]>> batch;
         long batchId;
@@ -280,9 +308,30 @@ public final class HarnessSink implements Sink<Row> {
           if (queuedRows == 0) {
             return;
           }
-          batch = queued;
-          queued = fresh();
-          queuedRows = 0;
+          if (!all && heldSince >= 0 && System.nanoTime() - heldSince >= HOLD_MS * 1_000_000L) {
+            all = true;
+          }
+          if (all) {
+            batch = queued;
+            queued = fresh();
+            queuedRows = 0;
+            heldSince = -1;
+          } else {
+            batch = new LinkedHashMap<>();
+            int taken = 0;
+            for (Map.Entry<String, List<Object[]>> e : queued.entrySet()) {
+              int n = cut.getOrDefault(e.getKey(), 0);
+              List<Object[]> rows = e.getValue();
+              batch.put(e.getKey(), new ArrayList<>(rows.subList(0, n)));
+              rows.subList(0, n).clear();
+              taken += n;
+            }
+            if (taken == 0) {
+              return;
+            }
+            queuedRows -= taken;
+          }
+          cut.clear();
           batchId = flushes++ * parallelism + subtask;
           notifyAll();        // write() may be waiting for room
         }
@@ -347,7 +396,7 @@ public final class HarnessSink implements Sink<Row> {
         synchronized (this) {
           raiseFailure();
         }
-        sendQueued();         // what was queued after the sender's last round
+        sendQueued(true);     // what was queued after the sender's last round
       } finally {
         client.close();
         alloc.close();
