@@ -145,7 +145,11 @@ class _Run:
         self.command = launch.command
         write_json(logs / "command.json", self.command)
         self.timings["program_start_ms"] = now_ms()
-        self.sampler = ResourceSampler(None, self.dirs["metrics"] / "resources.csv", extra=self._executors)
+        # The kit's own processes are sampled apart from the engine's (harness/bound.py): the feed,
+        # and this process, which hosts the sink.
+        kit_pids = {self.driver.proc.pid: "feed", os.getpid(): "sink"}
+        self.sampler = ResourceSampler(None, self.dirs["metrics"] / "resources.csv", extra=self._executors,
+                                       kit_pids=lambda: kit_pids)
         checkpoint = local_checkpoint(self.checkpoint_at)
         self.health = HealthSampler(self.dirs["metrics"] / HEALTH_CSV, outputs=self.dirs["outputs"],
                                     checkpoint=checkpoint, driver_pid=self.driver.proc.pid, resources=self.sampler,

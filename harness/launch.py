@@ -101,6 +101,8 @@ def program_args(spec: EngineRunSpec, driver_port: int, sink_port: int, checkpoi
         args += ["--source-partitions", str(spec.source_partitions)]
     if spec.max_rows_per_batch and spec.trigger == "micro-batch":
         args += ["--max-rows-per-batch", str(spec.max_rows_per_batch)]
+    if spec.connectors != "jvm":
+        args += ["--connectors", spec.connectors]
     if spec.trigger != "micro-batch":       # Spark's real-time mode (run_spec allows it on Spark only)
         args += ["--trigger", spec.trigger, "--realtime-batch-ms", str(spec.realtime_batch_ms)]
     if py_files is not None:

@@ -10,7 +10,10 @@
   JVM starts a shell command that way), so it reports the parent's whole resident set, and counts
   nothing here (told by its virtual size being its parent's).
   Columns: `ts_ms,cpu_percent,rss_bytes,jvm_rss_bytes,python_rss_bytes` (validator/outputlog.py
-  `read_resources` reads them).
+  `read_resources` reads them), then the CPU of each part of the run (harness/bound.py): the
+  engine's JVMs, the kit's code in the engine (the tree's Python processes), and the kit's own
+  processes `kit_pids()` names (the feed, the harness with its sink), in percent of one core. Since
+  `mark()` it also keeps each process's CPU, for the run's verdict (`parts`).
 - `BacklogLog(csv_path)`: one `ts_ms,released,pulled,backlog` row per call, from the driver's
   stats, written by the run's monitor loop.
 
@@ -26,7 +29,10 @@ from pathlib import Path
 
 import psutil
 
+from harness.bound import PARTS
+
 RESOURCE_COLUMNS = ("ts_ms", "cpu_percent", "rss_bytes", "jvm_rss_bytes", "python_rss_bytes")
+PART_COLUMNS = tuple(f"{part}_cpu_percent" for part in PARTS)
 BACKLOG_COLUMNS = ("ts_ms", "released", "pulled", "backlog")
 
 
@@ -99,6 +105,29 @@ def _kind(proc: psutil.Process) -> str:
     return "other"
 
 
+def _label(proc: psutil.Process, kind: str, part: str) -> str:
+    """What a process is, in a few words (the verdict names the busiest)."""
+    if part in ("feed", "sink"):
+        return {"feed": "the feed (harness driver process)", "sink": "the sink (harness process)"}[part]
+    try:
+        cmd = " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        cmd = ""
+    if kind == "jvm":
+        for needle, name in (("CoarseGrainedExecutorBackend", "a Spark executor JVM"), ("SparkSubmit", "Spark's driver JVM"),
+                             ("TaskManagerRunner", "a Flink TaskManager JVM"), ("flink", "Flink's JVM")):
+            if needle in cmd:
+                return name
+        return "an engine JVM"
+    if kind == "python":
+        for needle, name in (("pyspark.daemon", "Spark's Python worker daemon"), ("pyspark.worker", "a Spark Python worker"),
+                             ("beam", "a PyFlink Python worker"), ("pyflink", "a PyFlink Python worker")):
+            if needle in cmd:
+                return name
+        return f"the engine program's Python (pid {proc.pid})"
+    return f"{proc.name() if proc.is_running() else 'a process'} (pid {proc.pid})"
+
+
 def tree_rss(procs, vms_of: dict[int, int]):
     """(kind, rss) of each sampled process, given (parent pid, memory info, kind) and every
     sampled pid's virtual size: a non-JVM, non-Python child with its parent's virtual size is
@@ -114,11 +143,17 @@ class ResourceSampler(SamplingThread):
     root (a restarted program, or one found after it started); with no root there is no row."""
 
     def __init__(self, root_pid: int | None, csv_path: Path, interval_s: float = 1.0,
-                 extra: Callable[[], list[int]] | None = None):
+                 extra: Callable[[], list[int]] | None = None, kit_pids: Callable[[], dict[int, str]] | None = None):
         self.root_pid = root_pid
         self._extra = extra
+        self._kit_pids = kit_pids
         self.interval_s = interval_s
-        super().__init__(csv_path, RESOURCE_COLUMNS, "resource-sampler", self._loop)
+        super().__init__(csv_path, RESOURCE_COLUMNS + PART_COLUMNS, "resource-sampler", self._loop)
+        # Since mark(): CPU seconds per process and its (part, label); wall seconds sampled.
+        self._run_cpu_s: dict[int, float] = {}
+        self._run_who: dict[int, tuple[str, str]] = {}
+        self._run_wall_s = 0.0
+        self._machine: list[float] = []
         self._procs: dict[int, psutil.Process] = {}
         self._cpu_s: dict[int, float] = {}
         self._last_t: float | None = None
@@ -138,6 +173,25 @@ class ResourceSampler(SamplingThread):
     def mark(self) -> None:
         """From now on `run_mean_cpu_percent` averages the samples (the measured run begins)."""
         self._marked = True
+        psutil.cpu_percent(interval=None)        # the machine's baseline for the next reading
+
+    def parts(self) -> dict | None:
+        """Since mark(): the mean CPU of each part and of each process (percent of one core), the
+        machine's mean busy share of all its cores, and its cores (None before any marked sample)."""
+        if self._run_wall_s <= 0:
+            return None
+        cpu = {part: 0.0 for part in PARTS}
+        procs = []
+        for pid, used in self._run_cpu_s.items():
+            part, label = self._run_who[pid]
+            cpu[part] += used
+            procs.append({"pid": pid, "part": part, "label": label,
+                          "cpu_percent": round(used / self._run_wall_s * 100.0, 1)})
+        procs.sort(key=lambda p: -p["cpu_percent"])
+        return {"cpu_percent": {k: round(v / self._run_wall_s * 100.0, 1) for k, v in cpu.items()},
+                "processes": procs[:12], "cores": psutil.cpu_count() or 1,
+                "machine_cpu_percent": round(sum(self._machine) / len(self._machine), 1) if self._machine else None,
+                "seconds": round(self._run_wall_s, 1)}
 
     @property
     def mean_cpu_percent(self) -> float | None:
@@ -165,6 +219,18 @@ class ResourceSampler(SamplingThread):
                 procs += [root] + root.children(recursive=True)
             except psutil.NoSuchProcess:
                 continue
+        return self._known(procs)
+
+    def _kit(self) -> list[psutil.Process]:
+        procs = []
+        for pid in (self._kit_pids() if self._kit_pids else {}):
+            try:
+                procs.append(self._procs.get(pid) or psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return self._known(procs)
+
+    def _known(self, procs: list[psutil.Process]) -> list[psutil.Process]:
         out = []
         for p in procs:
             # Keep the Process objects: they remember the create time, so a reused pid is not mixed up.
@@ -184,6 +250,21 @@ class ResourceSampler(SamplingThread):
         procs = self._tree()
         if not procs:
             return None
+        kit_parts = self._kit_pids() if self._kit_pids else {}
+        kit = [p for p in self._kit() if p.pid not in {q.pid for q in procs}]
+        part_used = {part: 0.0 for part in PARTS}
+        used_by: dict[int, tuple[float, str, psutil.Process]] = {}
+        for p in kit:
+            try:
+                times = p.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            total = times.user + times.system
+            delta = total - self._cpu_s.get(p.pid, total)       # a kit process first seen starts at 0
+            self._cpu_s[p.pid] = total
+            part = kit_parts.get(p.pid, "sink")
+            part_used[part] += max(delta, 0.0)
+            used_by[p.pid] = (max(delta, 0.0), part, p)
         cpu_used = 0.0
         rss = {"jvm": 0, "python": 0, "other": 0}
         alive = set()
@@ -201,12 +282,17 @@ class ResourceSampler(SamplingThread):
                 continue
             alive.add(p.pid)
             total = times.user + times.system
-            cpu_used += total - self._cpu_s.get(p.pid, 0.0)
+            delta = total - self._cpu_s.get(p.pid, 0.0)
+            cpu_used += delta
             self._cpu_s[p.pid] = total
+            part = "kit_in_engine" if kind == "python" else "engine"
+            part_used[part] += max(delta, 0.0)
+            used_by[p.pid] = (max(delta, 0.0), part, p)
             vms[p.pid] = mem.vms
             seen.append((ppid, mem, kind))
         for kind, mem_rss in tree_rss(seen, vms):
             rss[kind] += mem_rss
+        alive |= {p.pid for p in kit}
         for pid in list(self._procs):
             if pid not in alive:
                 self._procs.pop(pid, None)
@@ -218,8 +304,17 @@ class ResourceSampler(SamplingThread):
         cpu_percent = round(max(cpu_used, 0.0) / elapsed * 100.0, 1)
         total_rss = sum(rss.values())
         row = {"ts_ms": ts, "cpu_percent": cpu_percent, "rss_bytes": total_rss,
-               "jvm_rss_bytes": rss["jvm"], "python_rss_bytes": rss["python"]}
-        self._log.write(row[c] for c in RESOURCE_COLUMNS)
+               "jvm_rss_bytes": rss["jvm"], "python_rss_bytes": rss["python"],
+               **{f"{part}_cpu_percent": round(used / elapsed * 100.0, 1) for part, used in part_used.items()}}
+        self._log.write(row[c] for c in RESOURCE_COLUMNS + PART_COLUMNS)
+        if self._marked:
+            self._run_wall_s += elapsed
+            self._machine.append(psutil.cpu_percent(interval=None))
+            for pid, (used, part, proc) in used_by.items():
+                self._run_cpu_s[pid] = self._run_cpu_s.get(pid, 0.0) + used
+                if pid not in self._run_who:
+                    kind = "jvm" if part == "engine" and _kind(proc) == "jvm" else _kind(proc)
+                    self._run_who[pid] = (part, _label(proc, kind, part))
         self.samples += 1
         self._cpu_sum += cpu_percent
         if self._marked:

@@ -10,6 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
+from harness.bound import judge
 from harness.engine_process import TERM_WAIT_S
 from harness.run_spec import EngineRunResult
 from kit.errors import CepkitError
@@ -98,7 +99,34 @@ def _result(run) -> EngineRunResult:
         peak_state_rows=run.program.peak_state_rows if run.program else None,
         restarts=tuple(r.to_dict() for r in run.restarts),
         refused_connections={"feed": int(stats.get("refused_connections") or 0),
-                             "sink": int(sink.get("refused_connections") or 0)})
+                             "sink": int(sink.get("refused_connections") or 0)},
+        connectors=_connectors(run), bound=_bound(run))
+
+
+def plan_record(connectors) -> dict | None:
+    """run.json's `plan`: its connectors and, in words, where events entered and answers left."""
+    if not connectors:
+        return None
+    text = f"source {connectors.get('source')}, sink {connectors.get('sink')}"
+    if connectors.get("why"):
+        text += f" ({connectors['why']})"
+    return {"text": text, "connectors": dict(connectors)}
+
+
+def _connectors(run) -> dict | None:
+    started = (run.program.events if run.program else {}).get("started") or {}
+    found = started.get("connectors")
+    return dict(found) if isinstance(found, dict) else None
+
+
+def _bound(run) -> dict | None:
+    """The run's verdict (harness/bound.py) from the sampler's CPU per part since the run began."""
+    parts = run.sampler.parts() if run.sampler is not None else None
+    if parts is None:
+        return None
+    verdict = judge(parts["cpu_percent"], parts["processes"], parts["cores"], kept_up=run.status == "completed",
+                    machine_cpu_percent=parts["machine_cpu_percent"])
+    return {**verdict.to_dict(), **parts}
 
 def _write_run_json(run, result: EngineRunResult) -> None:
     stats = run.final_stats or run.last_stats or {}
@@ -135,5 +163,9 @@ def _write_run_json(run, result: EngineRunResult) -> None:
         "max_restarts": run.spec.max_restarts,
         # Connections the feed and the sink refused for want of the run's secret (logs/harness.log).
         "refused_connections": dict(result.refused_connections),
+        # Where events entered and answers left the engine (the plan's connectors, as the program
+        # said), and what bounded the run (harness/bound.py).
+        "plan": plan_record(result.connectors),
+        "bound": {"text": f"{result.bound['label']}: {result.bound['why']}", **result.bound} if result.bound else None,
     }
     write_json(run.spec.run_dir / "run.json", record)

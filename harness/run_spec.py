@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.config import DriverConfig
-from kit.config import LAUNCHES, TRIGGERS
+from kit.config import CONNECTORS, LAUNCHES, TRIGGERS
 from kit.engines import engine_name
 from kit.errors import CepkitError
 from kit.faults import Fault, check_faults
@@ -47,6 +47,7 @@ class EngineRunSpec:
     trigger_ms: int = 0
     trigger: str = "micro-batch"               # or "realtime": Spark's real-time mode (kit.config.TRIGGERS)
     realtime_batch_ms: int = 5000              # real-time mode: each batch's length
+    connectors: str = "jvm"                    # or "python": the kit's Python source and sink (kit.config.CONNECTORS)
     source_partitions: int = 0          # 0: the program's choice (no --source-partitions)
     max_rows_per_batch: int = 0         # Spark micro-batches: most events per batch (0: no cap)
     output_format: str = "parquet"
@@ -105,6 +106,8 @@ class EngineRunSpec:
             object.__setattr__(self, "output_schemas", schemas)
         if self.trigger not in TRIGGERS:
             raise _bad("trigger", f"must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
+        if self.connectors not in CONNECTORS:
+            raise _bad("connectors", f"must be one of {', '.join(CONNECTORS)}, got {self.connectors!r}")
         if self.trigger == "realtime" and self.engine != "spark":
             raise _bad("trigger", f"\"realtime\" is Spark's real-time mode; engine {self.engine!r} has none")
         for name, low in (("shuffle_partitions", 1), ("trigger_ms", 0), ("source_partitions", 0), ("roll_rows", 1),
@@ -147,7 +150,7 @@ class EngineRunSpec:
         return {"engine": self.engine, "program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
                 "master": self.master, "spark_conf": dict(self.spark_conf),
                 "shuffle_partitions": self.shuffle_partitions, "trigger_ms": self.trigger_ms,
-                "trigger": self.trigger, "realtime_batch_ms": self.realtime_batch_ms,
+                "trigger": self.trigger, "realtime_batch_ms": self.realtime_batch_ms, "connectors": self.connectors,
                 "source_partitions": self.source_partitions, "max_rows_per_batch": self.max_rows_per_batch,
                 "output_format": self.output_format,
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
@@ -201,6 +204,12 @@ class EngineRunResult:
     restarts: tuple[dict, ...] = ()
     # Connections refused for want of the run's secret, by server: {"feed": n, "sink": n}.
     refused_connections: Mapping[str, int] = dataclasses.field(default_factory=lambda: {"feed": 0, "sink": 0})
+    # Where events entered and answers left the engine, as the program said when it started
+    # ({"source": "jvm" | "python", "sink": "jvm" | "driver-collect" | "python", "why": ...}).
+    connectors: Mapping[str, object] | None = None
+    # What bounded the run (harness/bound.py Verdict.to_dict(), with the CPU per part), or None
+    # when nothing was sampled.
+    bound: Mapping[str, object] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

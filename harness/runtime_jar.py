@@ -1,17 +1,20 @@
-"""cepkit's Spark runtime jar: the engine runtime's Java classes (spark_runtime/java/), for Spark's real-time mode.
+"""cepkit's Spark runtime jar: the engine runtime's Java classes (spark_runtime/java/ and the wire library).
 
-Real-time mode admits no Python data source and no Python sink, so a program in that mode reads
-the feed with `cepkit.spark.FeedSource` (format `cepkit_feed`) and writes with
-`cepkit.spark.SinkWriter` (spark_runtime/realtime.py). They are compiled once per (Java, PySpark,
+A program reads the feed with `cepkit.spark.FeedSource` (format `cepkit_feed`) and writes from the
+executors with `cepkit.spark.SinkWriter` (spark_runtime/realtime.py): always in real-time mode,
+which admits no Python data source and no Python sink, and in micro-batches unless the plan hands
+its ranges to Python or the run asks for the kit's Python connectors (run.connectors). They are compiled once per (Java, PySpark,
 sources) by `python -m harness.runtime_jar` (scripts/setup.sh runs it; it needs `javac`) into
 cepkit's cache, with the source registered under its short name. A real-time run the harness
-launches on this machine gets the jar on its driver's and executors' class path
-(`runtime_jar_settings`); without it, the program fails at once, saying how to build it. The run
+launches gets the jar on its driver's class path and its executors' (on other hosts through
+`spark.jars`: `runtime_jar_settings`); without it, a real-time program fails at once, saying how
+to build it, and a micro-batch one falls back to the Python connectors and says so. The run
 records the jar it used (run.json: `runtime_jar`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,12 +48,20 @@ def runtime_jar_settings(spark_conf: tuple[tuple[str, str], ...], env: Mapping[s
                          python: str = sys.executable
                          ) -> tuple[tuple[tuple[str, str], ...], dict[str, str], str | None]:
     """The run's settings and program environment with the jar on the class path, and its path;
-    unchanged (and None) when the jar is missing or the engine's JVMs run on other machines."""
+    unchanged (and None) when the jar is missing. The driver (on this machine) gets it on its class
+    path; executors on this machine through their extra class path, executors on other hosts
+    through `spark.jars` (they fetch it from the driver: the worker hosts need no cepkit)."""
     path = jar_path(python)
-    if path is None or not path.is_file() or not applies_to_host(master):
+    if path is None or not path.is_file():
         return spark_conf, dict(env), None
-    conf, env = on_class_path(spark_conf, env, path)
-    return conf, env, str(path)
+    if applies_to_host(master):
+        conf, env = on_class_path(spark_conf, env, path)
+        return conf, env, str(path)
+    conf = dict(spark_conf)
+    conf["spark.jars"] = f"{conf['spark.jars']},{path}" if conf.get("spark.jars") else str(path)
+    dist = env.get("SPARK_DIST_CLASSPATH", os.environ.get("SPARK_DIST_CLASSPATH"))
+    return tuple(conf.items()), {**env, "SPARK_DIST_CLASSPATH": f"{dist}{os.pathsep}{path}" if dist else str(path)}, \
+        str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

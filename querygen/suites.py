@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kit.workload import Comparison, Dataset, Load, Param, QuerySet, Suite, Workload, format_number
+from kit.workload import Comparison, Dataset, Filter, Load, Param, QuerySet, Suite, Workload, format_number
 from querygen.micro import (above_threshold, at_most_threshold, id_threshold, q1_filter, q2_count_window,
                             q3_time_window, q4_two_level, q5_window_join, q6_table_join, q7_pattern)
 
@@ -195,6 +195,22 @@ def scalability(quick: bool) -> list[Workload]:
     return out
 
 
+def ceiling(quick: bool) -> list[Workload]:
+    """The kit's own ceiling (specs/SEMANTICS.md "Suites"): the most the kit can feed an engine and
+    collect from it, with next to no work in the engine. `null` reads every event and answers none
+    (Q1 with ID <= 0: IDs start at 1); `pass-through` answers every event with all its attributes
+    (Q1 with ID >= 1). Searched for their sustainable rate they bound every figure the kit
+    publishes for that engine and plan: a figure near them is the kit's, not the engine's."""
+    sz, max_id = (QUICK, 100) if quick else (FULL, 1000)
+    load = Load("constant", sz.rate_eps, sz.duration_ms)
+    null = Filter("q1", "S1", ("ID",), (Comparison("ID", "le", 0),))
+    everything = Filter("q1", "S1", ("ID", "A1", "A2", "A3", "A4", "A5"), (Comparison("ID", "ge", 1),))
+    return [_workload("ceiling", "null", "kit", ("throughput",), Dataset(attributes=5, max_id=max_id), load, [null],
+                      description="reads every event, answers none", answered=0),
+            _workload("ceiling", "pass-through", "kit", ("throughput",), Dataset(attributes=5, max_id=max_id), load,
+                      [everything], description="answers every event with its attributes", answered=1)]
+
+
 @dataclass(frozen=True)
 class SuiteDef:
     name: str
@@ -212,6 +228,7 @@ SUITES: dict[str, SuiteDef] = {d.name: d for d in (
     SuiteDef("patterns", "Pattern detection SEQ(A a1, A a2) (thesis 4.5.4, Q7)", patterns),
     SuiteDef("adaptivity", "Adaptivity to a burst of input (thesis 4.5.5, Q2)", adaptivity),
     SuiteDef("scalability", "Multiple identical or similar queries (thesis 4.5.6, Q5)", scalability),
+    SuiteDef("ceiling", "The kit's own ceiling: a null and a pass-through workload (no thesis figure)", ceiling),
 )}
 
 

@@ -44,7 +44,8 @@ from kit.wire.sink_client import SinkClient
 from runtime_common.events import emit, one_line
 from runtime_common.program_args import conf_pairs, host_port, program_secret
 from runtime_common.outputs import STREAM_COLUMN, split_streams
-from spark_runtime.realtime import TRIGGERS, jvm_classes_present, jvm_feed_stream, realtime_query
+from spark_runtime.realtime import (CONNECTORS, TRIGGERS, jvm_classes_present, jvm_feed_stream, jvm_sink_query,
+                                    jvm_writer_refuses, realtime_query)
 from spark_runtime.source import driver_stream
 from spark_runtime.watch import Restarter, watch
 
@@ -72,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--source-partitions", type=int, default=None,
                     help="offset ranges read in parallel per batch (default: the program's choice, else 1)")
     ap.add_argument("--max-rows-per-batch", type=int, default=None)
+    ap.add_argument("--connectors", choices=CONNECTORS, default="jvm",
+                    help="jvm (default): cepkit's JVM source and sink (spark_runtime/java) where the plan admits "
+                         "them; python: the Python data source and every answer collected to the driver")
     ap.add_argument("--py-files", default=None, metavar="ZIP",
                     help="the engine's runtime as a zip, shipped to the executors (they need no cepkit installed)")
     return ap
@@ -156,6 +160,16 @@ def _check_build_result(result) -> tuple[object, dict[str, list[str]], object]:
         if missing:
             raise CepkitError(f"build(): stream {name}: column(s) {', '.join(missing)} not in the DataFrame")
     return df, streams, stage
+
+
+def _has_python(df) -> bool:
+    """Whether the query's plan runs Python in the executors (a pandas UDF, mapInPandas,
+    transformWithStateInPandas): their workers are started before the run, as for the Python source."""
+    try:
+        plan = df._jdf.queryExecution().analyzed().toString()
+    except Exception:  # noqa: BLE001 - no plan to read: start the workers anyway
+        return True
+    return any(word in plan for word in ("Python", "Pandas", "ArrowEval", "MapInArrow"))
 
 
 class _StopRequested(BaseException):
@@ -274,16 +288,29 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         options = {"partitions": partitions, "pauseFile": pause_file}
         if args.max_rows_per_batch:
             options["maxRowsPerBatch"] = args.max_rows_per_batch
+        # Where events enter and answers leave (specs/ENGINE_RUN.md, "Connectors"): the JVM source
+        # unless the plan hands whole offset ranges to Python (a partition transform), the JVM
+        # writer on the executors unless a batch stage runs on the driver; the kit's Python ones
+        # when asked (--connectors python) or when the runtime jar is missing, and the plan says so.
+        jvm = realtime or (args.connectors == "jvm" and jvm_classes_present(spark))
+        connectors = {"source": "python", "sink": "driver-collect", "why": []}
         if realtime:
             if not jvm_classes_present(spark):
                 raise CepkitError("--trigger realtime needs cepkit's Spark runtime jar on the class path "
                                   "(scripts/setup.sh builds it: python -m harness.runtime_jar)")
             # One partition: a real-time batch's reader follows the driver's one order (realtime.py).
             events = jvm_feed_stream(spark, driver_host, driver_port, secret=secret, partitions=1)
+            connectors["source"] = "jvm"
+        elif jvm and transform is None:
+            events = jvm_feed_stream(spark, driver_host, driver_port, secret=secret, **options)
+            connectors["source"] = "jvm"
         else:
             events = driver_stream(spark, driver_host, driver_port,
                                    transform=transform(spark) if transform is not None else None, secret=secret,
                                    **options)
+            connectors["why"].append("--connectors python" if args.connectors == "python" else
+                                     "the runtime jar is not on the class path" if not jvm else
+                                     "the plan reduces each offset range in the source's Python worker")
         df, streams, stage = _check_build_result(build(spark, events))
         if realtime and stage is not None:
             raise CepkitError("--trigger realtime: this program runs stateful cores on Spark's driver once per "
@@ -291,13 +318,26 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         if stage is not None:
             stage.open(args.checkpoint)
         marks.append(("build", time.perf_counter()))
+        refused = jvm_writer_refuses(spark, df, streams) if jvm and stage is None else None
+        name = re.sub(r"\W+", "_", app_name)[:60] or "cepkit"
         if realtime:
             batches, restarter = realtime_query(spark, df, streams, driver=(driver_host, driver_port),
                                                 sink=(sink_host, sink_port), secret=secret,
                                                 checkpoint=args.checkpoint, batch_ms=args.realtime_batch_ms,
                                                 name=app_name, attempt=args.attempt)
+            connectors["sink"] = "jvm"
             marks.append(("warm_up", time.perf_counter()))      # no Python workers to start
+        elif jvm and stage is None and refused is None:
+            batches, restarter = jvm_sink_query(spark, df, streams, sink=(sink_host, sink_port), secret=secret,
+                                                checkpoint=args.checkpoint, trigger_ms=args.trigger_ms, name=app_name,
+                                                attempt=args.attempt)
+            connectors["sink"] = "jvm"
+            if connectors["source"] == "python" or _has_python(df):
+                warm_up(spark)
+            marks.append(("warm_up", time.perf_counter()))
         else:
+            if jvm:
+                connectors["why"].append("a batch stage runs on the driver" if stage is not None else refused)
             sink = SinkClient(sink_host, sink_port, secret=secret)
             batches = _Batches(sink, streams, stage)
             warm_up(spark)
@@ -307,7 +347,7 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
                 return (df.writeStream.foreachBatch(batches)
                         .option("checkpointLocation", args.checkpoint)
                         .trigger(processingTime=f"{args.trigger_ms} milliseconds")
-                        .queryName(re.sub(r"\W+", "_", app_name)[:60] or "cepkit")
+                        .queryName(name)
                         .start())
 
             restarter = Restarter(spark, start)
@@ -318,7 +358,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
             raise _StopRequested()
         query = restarter.query
         emit("started", spark_version=spark.version, query_id=str(query.id), run_id=str(query.runId),
-              trigger=args.trigger, pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
+              trigger=args.trigger, connectors={**connectors, "why": "; ".join(connectors["why"]) or None},
+              pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
               streams=streams, startup_ms={name: round((t - before) * 1000)
                                            for (_, before), (name, t) in zip(marks, marks[1:])})
         return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,

@@ -28,6 +28,8 @@ FORMAT = "cepkit_feed"
 SOURCE_CLASS = "cepkit.spark.FeedSource"
 WRITER_CLASS = "cepkit.spark.SinkWriter"
 TRIGGERS = ("micro-batch", "realtime")
+# How events enter and answers leave (kit.config.CONNECTORS, which this package may not import).
+CONNECTORS = ("jvm", "python")
 MIN_BATCH_KEY = "spark.sql.streaming.realTimeMode.minBatchDuration"
 
 
@@ -63,26 +65,50 @@ def jvm_feed_stream(spark, host: str, port: int, secret: str | None = None, **op
     return spark.readStream.format(SOURCE_CLASS).options(**opts).load()
 
 
+def start_jvm_writer(df, streams: Mapping[str, Sequence[str]], *, sink_host: str, sink_port: int,
+                     secret: str | None, checkpoint: str, name: str, tag: str, trigger: dict, output_mode: str):
+    """Start `df` as a query whose rows go to the harness sink from the executors, through the JVM
+    foreach writer (never through the driver); returns the (PySpark) StreamingQuery. `trigger`:
+    DataStreamWriter.trigger's keyword (realTime=... or processingTime=...)."""
+    spark = df.sparkSession
+    jvm = spark.sparkContext._jvm
+    writer = _jvm_class(jvm, WRITER_CLASS)(sink_host, int(sink_port), secret, df.schema.json(),
+                                        json.dumps({k: list(v) for k, v in streams.items()}), tag)
+    dsw = (df.writeStream.outputMode(output_mode).option("checkpointLocation", checkpoint)
+           .trigger(**trigger)
+           .queryName(re.sub(r"\W+", "_", name)[:60] or "cepkit"))
+    # PySpark's foreach() takes Python writers only; the JVM writer goes onto the JVM's builder.
+    dsw._jwrite = dsw._jwrite.foreach(writer)
+    return dsw.start()
+
+
+def jvm_writer_refuses(spark, df, streams: Mapping[str, Sequence[str]]) -> str | None:
+    """None when the JVM writer can send `df`'s output streams; else why not (a column type it
+    does not take). Building the writer checks the columns and connects nowhere."""
+    try:
+        _jvm_class(spark.sparkContext._jvm, WRITER_CLASS)("127.0.0.1", 1, None, df.schema.json(),
+                                                        json.dumps({k: list(v) for k, v in streams.items()}), "0")
+        return None
+    except Exception as e:  # noqa: BLE001 - py4j wraps the writer's IllegalArgumentException
+        text = str(e)
+        at = text.find("cepkit sink:")
+        return text[at:].splitlines()[0] if at >= 0 else text.splitlines()[0]
+
+
 def start_realtime(df, streams: Mapping[str, Sequence[str]], *, sink_host: str, sink_port: int,
                    secret: str | None, checkpoint: str, batch_ms: int, name: str, tag: str):
     """Start `df` as a real-time query whose rows go to the harness sink through the JVM writer;
     returns the (PySpark) StreamingQuery."""
     spark = df.sparkSession
-    jvm = spark.sparkContext._jvm
     # Spark refuses batches shorter than this setting (5 s by default); the batch length is the
     # run's choice (run.realtime_batch_ms), so the floor is set to it.
     spark.conf.set(MIN_BATCH_KEY, f"{int(batch_ms)}ms")
     # A stateful real-time query re-runs a failed batch; state checkpoint format 2 names each
     # batch's state files apart, so a re-run cannot reuse a failed attempt's (Spark refuses 1).
     spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-    writer = _jvm_class(jvm, WRITER_CLASS)(sink_host, int(sink_port), secret, df.schema.json(),
-                                        json.dumps({k: list(v) for k, v in streams.items()}), tag)
-    dsw = (df.writeStream.outputMode("update").option("checkpointLocation", checkpoint)
-           .trigger(realTime=f"{int(batch_ms)} milliseconds")
-           .queryName(re.sub(r"\W+", "_", name)[:60] or "cepkit"))
-    # PySpark's foreach() takes Python writers only; the JVM writer goes onto the JVM's builder.
-    dsw._jwrite = dsw._jwrite.foreach(writer)
-    return dsw.start()
+    return start_jvm_writer(df, streams, sink_host=sink_host, sink_port=sink_port, secret=secret,
+                            checkpoint=checkpoint, name=name, tag=tag,
+                            trigger={"realTime": f"{int(batch_ms)} milliseconds"}, output_mode="update")
 
 
 def realtime_query(spark, df, streams: Mapping[str, Sequence[str]], *, driver: tuple[str, int],
@@ -115,9 +141,31 @@ def realtime_query(spark, df, streams: Mapping[str, Sequence[str]], *, driver: t
                                             realtime=True)
 
 
+def jvm_sink_query(spark, df, streams: Mapping[str, Sequence[str]], *, sink: tuple[str, int], secret: str | None,
+                   checkpoint: str, trigger_ms: int, name: str, attempt: int = 1):
+    """The output counter and the query's Restarter of a micro-batch run whose answers leave from
+    the executors through the JVM writer. Its sends carry generations as in real-time mode
+    (`realtime_query`): a batch re-run after a restart, or a retried task, sends its answers again
+    in other emits, which the sink's replay filter drops by content; each committed batch's end
+    reaches the sink as a completed checkpoint."""
+    from spark_runtime.watch import Restarter
+
+    starts = 0
+
+    def start():
+        nonlocal starts
+        starts += 1
+        return start_jvm_writer(df, streams, sink_host=sink[0], sink_port=sink[1], secret=secret,
+                                checkpoint=checkpoint, name=name, tag=str(attempt * 1000 + starts),
+                                trigger={"processingTime": f"{int(trigger_ms)} milliseconds"}, output_mode="append")
+
+    return RealTimeOutput(spark), Restarter(spark, start)
+
+
 class RealTimeOutput:
-    """What the watcher asks of a query's output (spark_runtime/app.py's `_Batches` for
-    micro-batches): the batches ended and the rows the JVM writer sent. Rows are the writers'
+    """What the watcher asks of a query's output when the JVM writer sends it (real-time mode, and
+    micro-batches with the JVM sink; spark_runtime/app.py's `_Batches` when the driver collects
+    it): the batches ended and the rows the JVM writer sent. Rows are the writers'
     count in the driver's JVM, which is every writer's on a local master."""
 
     def __init__(self, spark):

@@ -29,7 +29,7 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
                     *(tuple(item.split("=", 1)) for item in r.spark_conf)),     # the user's come last
         shuffle_partitions=r.shuffle_partitions, source_partitions=r.source_partitions,
         max_rows_per_batch=r.max_rows_per_batch,
-        trigger_ms=r.trigger_ms, trigger=r.trigger, realtime_batch_ms=r.realtime_batch_ms, output_format=r.output_format, output_schemas=output_schemas,
+        trigger_ms=r.trigger_ms, trigger=r.trigger, realtime_batch_ms=r.realtime_batch_ms, connectors=r.connectors, output_format=r.output_format, output_schemas=output_schemas,
         backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
         startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
         runtime_packages=ENGINES[r.engine].runtime_packages, advertised_host=r.advertised_host,
@@ -63,6 +63,20 @@ def restart_line(restart: dict) -> str:
     else:
         how = restart.get("outcome") or "not restarted"
     return f"engine program attempt {restart['attempt']} died: {restart['cause']}; {how}"
+
+
+def plan_lines(result) -> tuple[str, ...]:
+    """Where the run's events entered and its answers left the engine, and what bounded it
+    (EngineRunResult `connectors` and `bound`, specs/ENGINE_RUN.md "What bounded a run")."""
+    lines = []
+    c = result.connectors
+    if c:
+        lines.append(f"connectors: source {c.get('source')}, sink {c.get('sink')}"
+                     + (f" ({c['why']})" if c.get("why") else ""))
+    b = result.bound
+    if b:
+        lines.append(f"bound: {b.get('label')}: {b.get('why')}")
+    return tuple(lines)
 
 
 def refused_line(result) -> str | None:

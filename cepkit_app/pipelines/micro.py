@@ -31,7 +31,7 @@ from typing import Callable
 
 import psutil
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, refused_line, restart_line, validates
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, plan_lines, refused_line, restart_line, validates
 from cepkit_app.pipelines.micro_summary import WorkloadResult, write_report, write_summary
 from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sustainable_rate, repeat_search
 from datagen.micro import generate_micro
@@ -127,6 +127,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     # The sink's latency histogram covers every row; validation recomputes it from the log.
     verdict, text, p50, p99, adaptivity = "NOT VALIDATED", "", result.latency_p50_ms, result.latency_p99_ms, None
     stats = None
+    for line in plan_lines(result):
+        stage(f"{workload.name}: {line}")
     for r in result.restarts:
         stage(f"{workload.name}: {restart_line(r)}")
     if refused_line(result):
@@ -151,7 +153,9 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         state_mib=None if result.peak_state_bytes is None else round(result.peak_state_bytes / 2**20, 2),
         latency_count=None if stats is None else stats.count,
         p99_ci_low_ms=None if stats is None else stats.p99_ci_low_ms,
-        p99_ci_high_ms=None if stats is None else stats.p99_ci_high_ms)
+        p99_ci_high_ms=None if stats is None else stats.p99_ci_high_ms,
+        connectors=dict(result.connectors) if result.connectors else None,
+        bound=dict(result.bound) if result.bound else None)
 
 
 def _joins_database(workload: Workload) -> bool:

@@ -51,9 +51,28 @@ class WorkloadResult:
     latency_count: int | None = None
     p99_ci_low_ms: int | None = None
     p99_ci_high_ms: int | None = None
+    # Where events entered and answers left the engine, and what bounded the run (run.json's
+    # `connectors` and `bound`, harness/bound.py); None for a workload that did not run.
+    connectors: dict | None = None
+    bound: dict | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @property
+    def plan_text(self) -> str:
+        return connectors_text(self.connectors)
+
+    @property
+    def bound_text(self) -> str:
+        return "-" if not self.bound else str(self.bound.get("label", "-"))
+
+
+def connectors_text(connectors: dict | None) -> str:
+    """`source -> sink` as a table cell: `jvm -> jvm`, `python -> driver-collect`."""
+    if not connectors:
+        return "-"
+    return f"{connectors.get('source', '?')} -> {connectors.get('sink', '?')}"
 
 
 def _profile_of(run_dir: Path):
@@ -126,7 +145,9 @@ def search_row(r) -> dict:
            "lowest_failing_eps": r.lowest_failing_eps(), "steps": len(r.steps), "p50_ms": best.p50_ms if best else None, "p99_ms": best.p99_ms if best else None,
            **p99_detail(best),
            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
-           "verdicts": sorted({s.verdict for s in r.steps})}
+           "verdicts": sorted({s.verdict for s in r.steps}),
+           "connectors": connectors_text(best.connectors) if best else "-",
+           "bound": r.bound_text(), "bound_why": (r.first_failing().bound or {}).get("why") if r.first_failing() else None}
     if isinstance(r, RepeatedSearch):
         row["repeat"] = r.to_dict()
         row["sustainable_eps_spread"] = r.spread().to_dict()
@@ -135,7 +156,7 @@ def search_row(r) -> dict:
 
 def search_table(results: list) -> str:
     head = ("workload", "max sustainable ev/s", "lowest failing ev/s", "confirmed", "steps", "latencies", "p50 ms", "p99 ms (95 % CI)",
-            "peak RSS MiB", "state MiB", "verdicts")
+            "peak RSS MiB", "state MiB", "verdicts", "connectors", "bound (first failing step)")
     repeated = any(isinstance(r, RepeatedSearch) for r in results)
     if repeated:    # the row's own figures are its representative search's (the median one)
         head += ("each search's ev/s", "median [min–max] ev/s")
@@ -143,11 +164,14 @@ def search_table(results: list) -> str:
     for r in results:
         row = search_row(r)
         failing = _fmt(row["lowest_failing_eps"], ",.0f") if row["lowest_failing_eps"] else "none: every step kept up"
-        line = (f"| {r.workload} | {_fmt(row['sustainable_eps'], ',.0f')} | {failing} | {'yes' if r.confirmed else 'no'} | "
+        found = _fmt(row["sustainable_eps"], ",.0f")
+        if r.kit_bound() and row["sustainable_eps"] is not None:
+            found = f"{found} ({row['bound']}: the kit's limit, not the engine's)"
+        line = (f"| {r.workload} | {found} | {failing} | {'yes' if r.confirmed else 'no'} | "
                 f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
                 f"{_p99(row)} | "
                 f"{_fmt(row['peak_rss_mib'], ',.0f')} | {_fmt(row['state_mib'], ',.1f')} | "
-                f"{', '.join(row['verdicts'])} |")
+                f"{', '.join(row['verdicts'])} | {row['connectors']} | {row['bound']} |")
         if repeated:
             line += f" {_searches(r)} |"
         lines.append(line)
@@ -168,7 +192,7 @@ def _fmt(v, spec: str) -> str:
 
 def summary_table(results: list[WorkloadResult]) -> str:
     head = ("workload", "params", "queries", "events", "in ev/s", "outputs", "latencies", "p50 ms",
-            "p99 ms (95 % CI)", "CPU %", "RSS MiB", "state MiB", "run", "verdict")
+            "p99 ms (95 % CI)", "CPU %", "RSS MiB", "state MiB", "run", "verdict", "connectors", "bound")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
@@ -176,7 +200,7 @@ def summary_table(results: list[WorkloadResult]) -> str:
                      f"{r.outputs:,} | {_fmt(r.latency_count, ',')} | {_fmt(r.p50_ms, ',')} | {_p99(r.to_dict())} | "
                      f"{_fmt(r.mean_cpu_percent, '.0f')} | {_fmt(r.peak_rss_mib, ',.0f')} | "
                      f"{_fmt(r.state_mib, ',.1f')} | {r.status} | "
-                     f"{r.verdict} |")
+                     f"{r.verdict} | {r.plan_text} | {r.bound_text} |")
     notes = [f"- {r.workload}: lambda {r.lambda_eps:,.0f} ev/s per stream ({r.lambda_rule})"
              for r in results if r.lambda_eps is not None]
     return "\n".join(lines + ([""] + notes if notes else []))

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, refused_line, restart_line, validates
+from cepkit_app.pipelines.engine import RunProgress, engine_run_spec, plan_lines, refused_line, restart_line, validates
 from datagen.pairs import generate_pairs
 from harness.config import DriverConfig
 from harness.engine_run import run_engine
@@ -157,7 +157,8 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
     result = run_engine(spec, on_progress=_with_phase(on_progress, cfg, manifest), on_event=stage)
 
     # What the command line says of the run besides its figures: each death, any refused stranger.
-    notes = tuple(restart_line(r) for r in result.restarts) + tuple(filter(None, [refused_line(result)]))
+    notes = (plan_lines(result) + tuple(restart_line(r) for r in result.restarts)
+             + tuple(filter(None, [refused_line(result)])))
     if not validates(result):      # a run stopped as unsustainable on purpose proves nothing
         return PairsRunOutcome(run, result.status, result.message, "NOT VALIDATED", "", None, None, None, result,
                                notes)

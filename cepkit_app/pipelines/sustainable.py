@@ -109,6 +109,8 @@ class Step:
     p99_ci_low_ms: int | None = None    # the p99's 95 % interval; None on an open side
     p99_ci_high_ms: int | None = None
     tail_p50_ms: int | None = None      # median event-time latency of the outputs in the steady tail
+    connectors: dict | None = None      # where events entered and answers left (run.json `connectors`)
+    bound: dict | None = None           # what bounded the step (harness/bound.py; run.json `bound`)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,22 @@ class SearchResult:
         """The lowest rate found unsustainable (None: every rate tried was sustainable)."""
         failed = [s.rate_eps for s in self.steps if not s.sustainable]
         return min(failed) if failed else None
+
+    def first_failing(self) -> Step | None:
+        """The first step that did not keep up: its verdict says what limits the found rate."""
+        failed = [s for s in self.steps if not s.sustainable]
+        return failed[0] if failed else None
+
+    def bound_text(self) -> str:
+        """What bounded the search, as its first failing step's verdict says (`-`: none failed or
+        it was not judged)."""
+        step = self.first_failing()
+        return str((step.bound or {}).get("label", "-")) if step is not None else "-"
+
+    def kit_bound(self) -> bool:
+        """Whether the found rate is the kit's limit rather than the engine's."""
+        step = self.first_failing()
+        return step is not None and (step.bound or {}).get("bound") == "kit"
 
 
 def events_pulled(engine_dir: Path) -> int | None:
@@ -191,6 +209,11 @@ def tail_latency_ms(engine_dir: Path, tail_fraction: float) -> int | None:
     return int(np.median(values)) if len(values) else None
 
 
+def _step_bound(bound: dict | None) -> dict | None:
+    """A step's verdict without its per-process list (run.json keeps that)."""
+    return None if not bound else {k: v for k, v in bound.items() if k != "processes"}
+
+
 def at_rate(workload: Workload, rate_eps: float, duration_s: float) -> Workload:
     """The workload replayed at a constant rate; the rate is per stream, as in the Load spec."""
     return dataclasses.replace(workload, load=Load("constant", float(rate_eps), int(duration_s * 1000)))
@@ -231,7 +254,8 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
             ok, reason = True, f"steady-state backlog {tail:,} <= q^a = {qa:,} events"
         step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
                     res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib,
-                    res.latency_count, res.p99_ci_low_ms, res.p99_ci_high_ms, tail_ms)
+                    res.latency_count, res.p99_ci_low_ms, res.p99_ci_high_ms, tail_ms,
+                    getattr(res, "connectors", None), _step_bound(getattr(res, "bound", None)))
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
@@ -352,6 +376,15 @@ class RepeatedSearch:
 
     def lowest_failing_eps(self) -> float | None:
         return self._rep.lowest_failing_eps()
+
+    def first_failing(self) -> Step | None:
+        return self._rep.first_failing()
+
+    def bound_text(self) -> str:
+        return self._rep.bound_text()
+
+    def kit_bound(self) -> bool:
+        return self._rep.kit_bound()
 
     def spread(self):
         """The median and range of the confirmed searches' rates (validator.compare_runs.Spread)."""

@@ -27,7 +27,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
         conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
-    if spec.launch == "harness" and spec.trigger == "realtime":
+    if spec.launch == "harness" and (spec.trigger == "realtime" or spec.connectors == "jvm"):
         conf, extra_env, applied["runtime_jar"] = runtime_jar_settings(conf, extra_env, spec.master, spec.python)
     if scratch is not None:         # the Python processes' temporary files too (the source's pause file)
         extra_env = {**extra_env, "TMPDIR": str(scratch)}
@@ -47,10 +47,11 @@ ENGINE_JVM = "org.apache.spark.deploy.SparkSubmit"
 
 
 def replays_outputs(spec: EngineRunSpec) -> bool:
-    """A re-run micro-batch keeps its batch id (the sink's batch ids catch it, no replay filter);
-    a re-run real-time batch sends its answers again cut into other emits, which the sink's
-    replay filter drops by content (spark_runtime/realtime.py)."""
-    return spec.trigger == "realtime"
+    """Answers the JVM writer sends (real-time mode; micro-batches with the JVM sink) come again,
+    cut into other emits, when a batch or task is re-run: the sink's replay filter drops them by
+    content (spark_runtime/realtime.py). Answers collected to the driver keep their batch id and
+    carry no epoch, so the sink's batch ids catch those and the filter leaves them alone."""
+    return spec.trigger == "realtime" or spec.connectors == "jvm"
 
 
 def restart_args(checkpoint: str, attempt: int, heard_checkpoint: dict | None) -> tuple[list[str], str | None]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from kit.config.limits import FieldError, range_text
 from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS, CORE_PLANS,
-                                 LAUNCHES, PATTERN_PLANS, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, TRIGGERS,
+                                 LAUNCHES, PATTERN_PLANS, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, TRIGGERS, CONNECTORS,
                                  Config)
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
@@ -47,7 +47,7 @@ _CHOICES = {"RateConfig.profile": PROFILES, "RateConfig.arrivals": ARRIVALS, "Pa
             "MicroConfig.format": FORMATS, "RunConfig.engine": ENGINE_NAMES, "RunConfig.plan": PLANS,
             "RunConfig.stamp": STAMPS, "RunConfig.replay": REPLAYS, "RunConfig.output_format": FORMATS,
             "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS,
-            "RunConfig.cores": CORE_PLANS, "RunConfig.trigger": TRIGGERS, "RunConfig.patterns": PATTERN_PLANS,
+            "RunConfig.cores": CORE_PLANS, "RunConfig.trigger": TRIGGERS, "RunConfig.connectors": CONNECTORS, "RunConfig.patterns": PATTERN_PLANS,
             "RunConfig.launch": LAUNCHES}
 
 

@@ -163,6 +163,12 @@ CORE_PLANS = ("by-kind", "driver", "operator")
 # real-time mode (long-running batches, events processed as they arrive).
 TRIGGERS = ("micro-batch", "realtime")
 STAMPS = ("scheduled", "send")
+# How events enter and answers leave the engine (specs/ENGINE_RUN.md, "Connectors"): "jvm", the
+# engine's JVM source and sink (cepkit's Java connectors, at connector speed) wherever the plan
+# admits them; "python", the kit's Python source and sink (Spark: the Python data source and the
+# collect of every answer to the driver; Flink: the Python puller and emitter), opt-in, to measure
+# what the kit's own I/O costs.
+CONNECTORS = ("jvm", "python")
 # How the driver paces a dataset (specs/DRIVER.md): at its recorded times (tickTS / TS) scaled by
 # `speed`, evenly at `replay_rate_eps`, or as fast as the engine pulls.
 REPLAYS = ("recorded", "constant", "pull")
@@ -205,6 +211,9 @@ class RunConfig:
     trigger: str = "micro-batch"
     # Real-time mode: how long each batch runs, i.e. how often the query checkpoints (not a latency).
     realtime_batch_ms: int = 5000
+    # The engine's connectors: "jvm" (its JVM source and sink wherever the plan admits them) or
+    # "python" (the kit's Python source and sink; CONNECTORS above).
+    connectors: str = "jvm"
     speed: float = 1.0
     stamp: str = "scheduled"
     replay: str = "recorded"
@@ -279,6 +288,7 @@ class RunConfig:
         choice(self, "patterns", PATTERN_PLANS)
         choice(self, "cores", CORE_PLANS)
         choice(self, "trigger", TRIGGERS)
+        choice(self, "connectors", CONNECTORS)
         need(self.trigger == "micro-batch" or self.engine == "spark", "trigger",
              f"\"realtime\" is Spark's real-time mode; engine {self.engine!r} has none")
         choice(self, "stamp", STAMPS)

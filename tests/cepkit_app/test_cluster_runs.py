@@ -48,13 +48,22 @@ def _passed(run_dir, stderr: str) -> dict:
     return summary
 
 
-def test_a_micro_workload_passes_on_the_cluster(master, tmp_path):
+def test_a_micro_workload_passes_on_the_cluster_with_no_answer_through_the_driver(master, tmp_path):
+    # Half the events answered, read by the executors through the JVM source and written by them
+    # through the JVM writer (specs/ENGINE_RUN.md, "Connectors"): the driver's JVM, which holds
+    # every writer of a local master, sent none of the answers the sink got, and the driver's
+    # Python collected none (no foreachBatch: the sink is "jvm").
     run_dir = tmp_path / "run"
-    proc = _cepkit("micro", "--suite", "count-windows", "--quick", "--workload", "count-windows-window-sliding-r50-sum",
+    proc = _cepkit("micro", "--suite", "filtering", "--quick", "--workload", "filtering-selectivity-50pct",
                    "--master", master.master_url, "--out", run_dir, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
     assert (row["status"], row["verdict"]) == ("completed", "PASSED")
+    assert row["connectors"] == {"source": "jvm", "sink": "jvm", "why": None} and row["outputs"] > 1000
+    run = json.loads((run_dir / "filtering-selectivity-50pct" / "engine" / "run.json").read_text())
+    assert run["plan"]["connectors"]["sink"] == "jvm"
+    assert run["engine"]["finished"]["output_rows"] == 0         # SinkWriter.sentRows() in the driver's JVM
+    assert sum(run["outputs"].values()) == row["outputs"]
 
 
 def test_a_killed_executor_loses_no_answer(master, tmp_path):

@@ -73,7 +73,7 @@ def test_micro_all_quick_under_the_querygen_dir(tmp_path, monkeypatch, capsys):
     assert main(["querygen", "micro", "--suite", "all", "--quick"]) == 0
     outs = capsys.readouterr().out.splitlines()
     assert outs == [f"queries/{n}-quick.xml" for n in ("filtering", "count-windows", "time-windows", "joins",
-                                                        "patterns", "adaptivity", "scalability")]
+                                                        "patterns", "adaptivity", "scalability", "ceiling")]
     assert read_suite(tmp_path / "queries" / "scalability-quick.xml").query_count == 2 * (1 + 4 + 16 + 64)
     assert main(["querygen", "micro", "--suite", "all", "--out", "queries"]) == 2
     assert "queries: already exists" in capsys.readouterr().err
@@ -91,7 +91,7 @@ def test_check_summarises_valid_files(capsys):
 def test_unknown_suite(capsys):
     assert main(["querygen", "micro", "--suite", "windows"]) == 2
     assert capsys.readouterr().err == ("cepkit: error: --suite windows: unknown suite (valid: filtering, "
-                                       "count-windows, time-windows, joins, patterns, adaptivity, scalability, all)\n")
+                                       "count-windows, time-windows, joins, patterns, adaptivity, scalability, ceiling, all)\n")
 
 
 def test_a_converted_dataset_without_seed_uses_the_config_seed(tmp_path, monkeypatch, capsys):

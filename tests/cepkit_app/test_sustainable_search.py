@@ -5,6 +5,7 @@ the same search in `cepkit micro --sustainable` and benchmarks/micro_all.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +20,14 @@ from kit.workload.suite import Dataset, Load, Workload
 
 WORKLOAD = Workload("w", "x", ("throughput",), Dataset(streams=1, attributes=1, max_id=10), Load("constant", 1000.0, 5000),
                     QuerySet("independent", (Filter("q", "S1", ("ID",)),)))
+
+
+def _bound(behind: bool, part: str = "feed") -> dict:
+    """A run's verdict as run.json carries it (harness/bound.py): kit-bound when it fell behind."""
+    if behind:
+        return {"bound": "kit", "part": part, "label": f"kit-bound ({part})", "why": f"{part} at 99 % of one core",
+                "processes": [{"pid": 1, "part": part, "label": part, "cpu_percent": 99.0}]}
+    return {"bound": "none", "part": None, "label": "kept up", "why": "kept up", "processes": []}
 
 
 def capacity_model(capacity_eps: float, calls: list):
@@ -40,7 +49,8 @@ def capacity_model(capacity_eps: float, calls: list):
         return SimpleNamespace(status="completed", message="", verdict="PASSED" if validate else "NOT VALIDATED",
                                p50_ms=100, p99_ms=200, peak_rss_mib=900.0, mean_cpu_percent=150.0,
                                state_mib=round(rate / 1000, 2), latency_count=int(rate * seconds // 100),
-                               p99_ci_low_ms=190, p99_ci_high_ms=None)
+                               p99_ci_low_ms=190, p99_ci_high_ms=None, connectors={"source": "jvm", "sink": "jvm"},
+                               bound=_bound(rate > capacity_eps))
 
     return run_step
 
@@ -67,6 +77,29 @@ def test_search_brackets_the_capacity_and_confirms_below_it(tmp_path):
     assert [r["latency_count"] for r in logged] == [int(r * 10 // 100) for r in rates]
     assert {(r["p99_ci_low_ms"], r["p99_ci_high_ms"]) for r in logged} == {(190, None)}
     assert json.loads((tmp_path / "s" / "search.json").read_text())["sustainable_eps"] == result.sustainable_eps
+
+
+def test_a_search_keeps_the_verdict_of_its_first_failing_step_and_a_kit_limit_is_never_the_engines(tmp_path):
+    from cepkit_app.pipelines.micro_summary import search_row, search_table
+
+    cfg = SearchConfig(duration_s=10, qa_s=2.0, precision=1.15, max_steps=10, validate_steps=False)
+    result = find_sustainable_rate(capacity_model(23_000, []), WORKLOAD, tmp_path / "s", cfg)
+    # (The model's latency counts and intervals are not a real sample's: the table needs none.)
+    result = dataclasses.replace(result, steps=tuple(dataclasses.replace(s, latency_count=None, p99_ci_low_ms=None)
+                                                     for s in result.steps))
+    first = result.first_failing()
+    assert first is [s for s in result.steps if not s.sustainable][0]
+    assert first.bound["label"] == "kit-bound (feed)" and "processes" not in first.bound
+    assert result.kit_bound() and result.bound_text() == "kit-bound (feed)"
+    row = search_row(result)
+    assert row["bound"] == "kit-bound (feed)" and row["connectors"] == "jvm -> jvm"
+    line = search_table([result]).splitlines()[2]
+    assert f"{result.sustainable_eps:,.0f} (kit-bound (feed): the kit's limit, not the engine's)" in line
+    # The same search limited by the engine publishes its rate plainly.
+    engine = dataclasses.replace(result, steps=tuple(
+        dataclasses.replace(s, bound={"bound": "engine", "part": None, "label": "engine", "why": "-"})
+        if not s.sustainable else s for s in result.steps))
+    assert not engine.kit_bound() and "the kit's limit" not in search_table([engine])
 
 
 def test_nothing_sustainable_down_to_the_floor(tmp_path):
@@ -197,7 +230,7 @@ def test_a_step_whose_outputs_queue_inside_the_engine_is_not_sustainable(tmp_pat
         _step_with_outputs(step_dir, [12_000 if rate > 1500 else 50] * 3)
         return SimpleNamespace(status="completed", message="", verdict="PASSED", p50_ms=100, p99_ms=200,
                                peak_rss_mib=900.0, mean_cpu_percent=150.0, state_mib=None, latency_count=3,
-                               p99_ci_low_ms=None, p99_ci_high_ms=None)
+                               p99_ci_low_ms=None, p99_ci_high_ms=None, connectors=None, bound=None)
 
     result = find_sustainable_rate(run_step, WORKLOAD, tmp_path / "search",
                                    SearchConfig(start_rate_eps=1000, max_steps=6, precision=1.5))

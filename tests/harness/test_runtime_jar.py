@@ -44,7 +44,11 @@ def test_it_follows_the_quiet_file_systems_jar_on_the_class_path(cache):
     assert dict(conf)["spark.executor.extraClassPath"] == os.pathsep.join((jar, fs, "/x.jar"))
     assert env == {"SPARK_DIST_CLASSPATH": os.pathsep.join((fs, jar))}
     for master in ("spark://10.0.0.5:7077", "yarn"):
-        assert runtime_jar_settings((), {}, master, sys.executable) == ((), {}, None)
+        # Executors on other hosts fetch it from the driver (spark.jars); the driver has it on its class path.
+        conf, env, used = runtime_jar_settings((("spark.jars", "/a.jar"),), {}, master, sys.executable)
+        assert used == jar
+        assert dict(conf) == {"spark.jars": f"/a.jar,{jar}"}
+        assert env == {"SPARK_DIST_CLASSPATH": jar}
 
 
 def test_the_jar_is_named_by_its_sources(cache):

@@ -73,13 +73,16 @@ def test_every_runner_names_its_engine_jvm_and_its_restart(engine, tmp_path):
     assert r.prepare_restart(_spec(tmp_path, engine), {"query_id": "x", "rest_url": "http://127.0.0.1:1"}) is None
 
 
-def test_spark_filters_replays_in_real_time_mode_only(tmp_path):
-    """A re-run micro-batch keeps its batch id; a re-run real-time batch's answers come again in
-    other emits, so the sink must drop them by content."""
+def test_spark_filters_replays_where_the_jvm_writer_sends(tmp_path):
+    """A re-run micro-batch collected to the driver keeps its batch id; answers the JVM writer sends
+    (real-time mode, micro-batches with the JVM connectors) come again in other emits after a
+    re-run, so the sink must drop them by content."""
     spark = runner("spark")
     spec = _spec(tmp_path, "spark")
-    assert not spark.replays_outputs(spec)
-    assert spark.replays_outputs(dataclasses.replace(spec, trigger="realtime"))
+    assert spark.replays_outputs(spec)                   # the default connectors: the JVM writer
+    python = dataclasses.replace(spec, connectors="python")
+    assert not spark.replays_outputs(python)
+    assert spark.replays_outputs(dataclasses.replace(python, trigger="realtime"))
     assert spark.restart_args(str(tmp_path), 3, None) == (["--attempt", "3"], "the query's checkpoint")
 
 

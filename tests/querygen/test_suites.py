@@ -12,7 +12,7 @@ from kit.shipped import SUITE_NAMES, suite_file_name
 from querygen.suites import SUITES, build_suite
 
 SUITES_DIR = specs_dir() / "suites"
-NAMES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
+NAMES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability", "ceiling")
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +136,13 @@ def test_scalability_query_sets(full):
     sizes = [q.rows for q in similar[-1].queries]
     assert sizes[0] == 400_000 and sizes[-1] == 500_000 and len(set(sizes)) == 64
     assert all(w.query_set.sharing == "similar" and w.load.rate_eps == 1_000.0 for w in similar)
+
+
+def test_the_ceiling_reads_everything_and_answers_nothing_or_everything(full):
+    # IDs are drawn from [1, maxId] (datagen/micro.py), so ID <= 0 keeps none and ID >= 1 all.
+    null, passthrough = full["ceiling"].workloads
+    assert (null.name, passthrough.name) == ("ceiling-kit-null", "ceiling-kit-pass-through")
+    (q,), (p,) = null.queries, passthrough.queries
+    assert isinstance(q, Filter) and [(c.field, c.op, c.value) for c in q.where] == [("ID", "le", 0)]
+    assert isinstance(p, Filter) and [(c.field, c.op, c.value) for c in p.where] == [("ID", "ge", 1)]
+    assert p.select == ("ID", "A1", "A2", "A3", "A4", "A5")
