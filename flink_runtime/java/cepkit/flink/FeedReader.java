@@ -148,7 +148,7 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
         return InputStatus.MORE_AVAILABLE;
       }
     }
-    // Nothing released for any split: each has every released event it owns.
+    // Nothing released for any split when it asked: each had every released event it owns.
     long lowest = Long.MAX_VALUE;
     for (Owned o : owned) {
       // Only a split that owns nothing below that released offset: events released after an
@@ -158,7 +158,13 @@ final class FeedReader implements SourceReader<Row, FeedSplit> {
       }
       lowest = Math.min(lowest, o.split.next);
     }
-    return waitFor(lowest);
+    if (lowest < released) {
+      return InputStatus.MORE_AVAILABLE;      // released meanwhile for a split asked earlier this round
+    }
+    // Woken by any release, not only of its own offsets: a split waiting for its next block still
+    // raises its watermark with every release (above), or it would hold every window back until
+    // its block comes, and at the end of the run for ever.
+    return waitFor(released);
   }
 
   private FrameClient.Frame read(FeedSplit split, long start) throws IOException {
