@@ -195,8 +195,9 @@ class SinkServer:
         name, batch_id = req.get("stream"), req.get("batch_id")
         if not isinstance(name, str) or not _NAME.match(name):
             raise BadRequestError(f"emit: stream must be a name of letters, digits, _ . - (got {name!r})")
-        if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-            raise BadRequestError(f"emit: batch_id must be an integer >= 0, got {batch_id!r}")
+        if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not 0 <= batch_id < 2**63:
+            # batchId is a 64-bit column (specs/OUTPUT_LOG.md): a larger one was an internal error
+            raise BadRequestError(f"emit: batch_id must be an integer from 0 to 2^63 - 1, got {batch_id!r}")
         epoch = req.get("epoch")
         if epoch is not None and (not isinstance(epoch, str) or not 0 < len(epoch) <= 64):
             raise BadRequestError(f"emit: epoch must be a string of 1 to 64 characters, got {epoch!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -125,25 +126,46 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
         probe = _on(hosts, host, "env", "-i", hosts["WORKER_PYTHON"], "-c", "import kit", cwd=hosts["DIR"] / host)
         assert probe.returncode != 0 and "No module named 'kit'" in probe.stderr, probe.stderr
     run_dir = tmp_path / "run"
+    # Every frame on the bridge, from before the run to its end (the switch's namespace sees each
+    # host's traffic on its port), to be searched for the run's secret afterwards.
+    capture_file = tmp_path / "bridge.bin"
+    capture = subprocess.Popen(["ip", "netns", "exec", f"{hosts['NETNS_PREFIX']}-switch", sys.executable, "-c",
+                                _CAPTURE, str(capture_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    secrets_seen: set[str] = set()
     proc = _cepkit(hosts, "pairs", "-c", _config(hosts, tmp_path / "run.toml"), "--out", run_dir, cwd=tmp_path)
     # While it runs: the engine's Python workers on the worker hosts, and a stranger on worker-2
     # who knows the feed's and the sink's addresses (the program's arguments) but not the secret.
     script = run_dir / "engine" / ("spark-submit.sh" if hosts["ENGINE"] == "spark" else "flink-run.sh")
-    python_workers, refusals = [], {}
+    python_workers, refusals, ports = [], {}, set()
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline and not (python_workers and refusals):
+    while proc.poll() is None and time.monotonic() < deadline and not (python_workers and refusals
+                                                                       and secrets_seen):
         time.sleep(1)
+        secrets_seen |= _feed_secrets(hosts)
         python_workers = python_workers or _python_workers_free_of_the_checkout(hosts)
         if script.exists() and not refusals:
             text = script.read_text()
             for flag in ("--driver", "--sink"):
                 address = re.search(rf"{flag} (\S+)", text)[1]
                 host, port = address.rsplit(":", 1)
+                ports.add(int(port))
                 refusals[flag] = _on(hosts, "worker-2", hosts["WORKER_PYTHON"], "-c", _STRANGER, host, port,
                                      timeout=60).stdout.strip()
     out, err = proc.communicate(timeout=900)
+    capture.terminate()
+    capture.communicate(timeout=30)
     assert proc.returncode == 0, err[-3000:]
     _summary(run_dir, err)
+    # No secret on the wire: the run's secret (read from the feed's environment while it ran) is
+    # nowhere in what crossed the bridge, though the handshake and the load did.
+    assert len(secrets_seen) == 1, secrets_seen
+    secret = secrets_seen.pop()
+    wire, engines_own = _tcp_payloads(capture_file.read_bytes(), ports)
+    assert len(ports) == 2 and b'"nonce"' in wire and b'"proof"' in wire and b'"op":"read"' in wire
+    for form in (secret.encode(), secret.upper().encode(), bytes.fromhex(secret)):
+        assert form not in wire             # the feed's and the sink's connections: the handshake only
+    _ENGINE_LEAKS[hosts["ENGINE"]] = secret.encode() in engines_own
     assert python_workers, "no Python worker of the engine was seen on the worker hosts"
     # The runtime reached the workers the engine's way: Spark's executors fetched runtime.zip
     # (addPyFile) into their work directories; Flink's Python workers run it from the job's
@@ -162,6 +184,66 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     assert run["spec"]["advertised_host"] == hosts["HARNESS_ADDR"]
     print(f"\n{hosts['ENGINE']} across hosts: {err.strip().splitlines()[-4:]}; python workers: "
           f"{[w for w, _ in python_workers[:2]]}")
+
+
+# Every frame any interface of the namespace sees, appended to argv[1] until SIGTERM.
+_CAPTURE = r"""
+import signal, socket, struct, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(3))
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+with open(sys.argv[1], "wb") as f:
+    while True:
+        frame = s.recv(65536)
+        f.write(struct.pack(">I", len(frame)) + frame)
+"""
+
+
+def _tcp_payloads(capture: bytes, ports: set[int]) -> tuple[bytes, bytes]:
+    """The captured Ethernet frames' TCP payloads, split in two: those to or from one of `ports`
+    (the feed's and the sink's) and all the others' (whole frames)."""
+    ours, others, at = [], [], 0
+    while at + 4 <= len(capture):
+        (n,) = struct.unpack(">I", capture[at:at + 4])
+        frame = capture[at + 4:at + 4 + n]
+        at += 4 + n
+        if len(frame) >= 34 and frame[12:14] == b"\x08\x00" and frame[23] == 6:      # IPv4, TCP
+            ihl = (frame[14] & 0x0F) * 4
+            tcp = frame[14 + ihl:]
+            if len(tcp) >= 20:
+                sport, dport = struct.unpack(">HH", tcp[:4])
+                if sport in ports or dport in ports:
+                    ours.append(tcp[(tcp[12] >> 4) * 4:])
+                    continue
+        others.append(frame)
+    return b"".join(ours), b"".join(others)
+
+
+# What the engines' own traffic carried (item 1 of issue 45: their RPC is not encrypted yet).
+_ENGINE_LEAKS: dict[str, bool] = {}
+
+
+def _feed_secrets(hosts) -> set[str]:
+    """The CEPKIT_SECRET of the feed process (harness.driver) running now on the harness host (we are
+    root)."""
+    found = set()
+    ns = f"{hosts['NETNS_PREFIX']}-harness"
+    for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+        try:
+            if b"harness.driver" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                if entry.startswith(b"CEPKIT_SECRET="):
+                    found.add(entry.split(b"=", 1)[1].decode())
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="issue 45 item 1 (open): the engines' own RPC between the "
+                   "program and its executors/TaskManagers is not encrypted, and the run's secret travels in "
+                   "what the program ships to them (the source's options, the pickled clients)")
+def test_the_engines_own_traffic_carries_no_secret(hosts):
+    assert _ENGINE_LEAKS.get(hosts["ENGINE"]) is False, _ENGINE_LEAKS
 
 
 # A stranger's client: connects, asks the feed's `hello` (or the sink's `stats`) without the auth
