@@ -145,6 +145,14 @@ def translate_micro(req: MicroTranslation) -> str:
     sql = {q["id"]: query_sql(q) for q in literals if plans[q["id"]][0] == "sql"}
     lines = [f"{q['id']} ({q['kind']}): {'Flink SQL' if plans[q['id']][0] == 'sql' else 'Python'}, "
              f"{plans[q['id']][1]}." for q in literals]
+    # The events' way in and the answers' way out (flink_runtime/micro.py decides the same way).
+    if len(sql) == len(literals):
+        lines.append("Events and answers: read and answered in the JVM (flink_runtime/jvm.py: the Java feed "
+                     "source and sink, no Python on their way; run.connectors = \"python\" uses the Python "
+                     "feed and emitter instead).")
+    else:
+        lines.append("Events and answers: through the Python feed and emitter (flink_runtime/feed.py, "
+                     "emitter.py): the workload's Python queries read the feed's ranges in Python.")
     return render("flink_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals, sql=sql, plan_lines=lines,
                   multi_stream=w.dataset.streams > 1,

@@ -116,3 +116,21 @@ def test_every_shipped_query_keeps_its_literals_whole_in_the_program():
                     if flink_plan(q)[0] == "sql":
                         sql = query_sql(q)
                         assert " ".join(wrap_sql(sql).split("\n")) == " ".join(sql.split())
+
+
+@pytest.mark.parametrize("suite, workload, jvm", [
+    ("filtering", "filtering-selectivity-5pct", True),
+    ("patterns", "patterns-consumption-all-all", True),
+    ("count-windows", "count-windows-window-sliding-r50-sum", False),
+])
+def test_the_program_says_which_way_its_events_and_answers_go(suite, workload, jvm):
+    """All-SQL workloads read and answer in the JVM (flink_runtime/micro.py jvm_plan decides alike);
+    a workload with a Python query keeps the Python feed and emitter."""
+    from translators.flink_micro import translate_micro
+    from translators.request import MicroTranslation
+
+    w = read_suite(suite_path(suite, quick=True)).workload(workload)
+    text = translate_micro(MicroTranslation(w))
+    head = " ".join(text.split('"""')[1].split())
+    assert ("read and answered in the JVM" in head) is jvm
+    assert ("through the Python feed and emitter" in head) is (not jvm)
