@@ -2,7 +2,10 @@
 
 - app.py: `run_app(build, ...)`, the program's main: Flink's local mini-cluster with event time
   and checkpoints, the job `build` describes, submitted and watched to the end of the run;
-- feed.py: the harness's feed as a stream (a keyed puller driven by Flink's datagen source);
+- jvm.py: the SQL queries' feed and sink in the JVM (the Java source and sink of java/cepkit/flink,
+  compiled into cepkit's Flink runtime jar by harness/flink_jar.py);
+- feed.py: the harness's feed as a stream pulled by Python (a keyed puller driven by Flink's
+  datagen source), for the plans that hand whole ranges to Python;
 - emitter.py: output rows to the harness sink from the job's last Python operator;
 - tables.py: the feed's events as a table with an event-time attribute and watermarks;
 - pairs.py: the Pairs plans (the engine-neutral logic of runtime_common in keyed functions);

@@ -120,6 +120,17 @@ class FlinkJob:
         # The JVM feed's splits (flink_runtime/jvm.py): run.source_partitions, one by default.
         self.source_partitions = source_partitions or 1
         self.connectors = connectors        # "jvm", or "python" to measure the kit's Python feed and emitter
+        # What the job was built with (the `started` event's `connectors`, run.json's plan): where
+        # events enter (jvm | python) and answers leave, and why Python where it is.
+        self.source_used: str | None = None
+        self.sink_used: str | None = None
+        self.why: list[str] = []
+
+    def connectors_used(self) -> dict:
+        """{source, sink, why} of the built job: Python unless the JVM feed or sink was used (the Pairs
+        and Python queries' functions send their answers themselves)."""
+        return {"source": self.source_used or "python", "sink": self.sink_used or "python",
+                "why": "; ".join(dict.fromkeys(self.why)) or None}
         # The run's secret: every Python function that talks to the feed or the sink carries it in
         # its pickled state (a cluster's TaskManagers do not have the program's environment).
         self.secret = secret
@@ -140,6 +151,7 @@ class FlinkJob:
         """The harness's events as a DataStream, read every `interval_ms` (flink_runtime/feed.py)."""
         from flink_runtime.feed import POLL_MS, feed_stream
 
+        self.source_used = "python"
         return feed_stream(self.tables, *self.driver, self.client.schema, transform, self.max_rows,
                            POLL_MS if interval_ms is None else interval_ms, secret=self.secret)
 
@@ -148,6 +160,7 @@ class FlinkJob:
         the source's watermarks (flink_runtime/jvm.py)."""
         from flink_runtime.jvm import feed_stream
 
+        self.source_used = "jvm"
         return feed_stream(self, list(constants), self.source_partitions)
 
     def output(self, table, streams: Mapping[str, Sequence[str]], jvm: bool = False) -> None:
@@ -159,7 +172,9 @@ class FlinkJob:
             from flink_runtime.jvm import sink_to_harness
 
             sink_to_harness(self, table, {k: list(v) for k, v in streams.items()})
+            self.sink_used = self.sink_used or "jvm"
             return
+        self.sink_used = "python"
 
         from flink_runtime.emitter import RowEmitter
         from flink_runtime.tables import logical_columns
@@ -381,7 +396,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         rest = rest_url(client)
         emit("started", flink_version=flink_version, engine="flink", query_id=job_id, run_id=job_id,
              pid=os.getpid(), master=args.master, parallelism=parallelism, rest_url=rest,
-             attempt=args.attempt, restored_from=args.restore,
+             attempt=args.attempt, restored_from=args.restore, connectors=job.connectors_used(),
              streams={k: list(v) for k, v in streams.items()})
         return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"],
                       _Checkpoints(rest, job_id, job.client, submitted_ms), secret)

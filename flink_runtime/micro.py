@@ -144,6 +144,10 @@ class MicroProgram:
         if jvm_plan(self.queries, self.sql) and getattr(job, "connectors", "jvm") == "jvm":
             constants = [] if single is None else [(STREAM, single)]
             return self._sql(job, job.jvm_feed(constants), jvm=True)
+        if hasattr(job, "why"):
+            job.why.append("--connectors python" if jvm_plan(self.queries, self.sql) else
+                           "Python queries read the feed's ranges in Python: "
+                           + ", ".join(q["id"] for q in python_queries))
         chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), interval_ms=CHUNK_MS)
         streams = {}
         if python_queries:

@@ -164,6 +164,8 @@ class PairsProgram:
         chunks = BucketChunks(self.strategies, buckets,
                               spread_keys(buckets, job.parallelism, job.max_parallelism) if buckets > 1 else None)
         sink_host, sink_port = job.sink
+        if hasattr(job, "why"):
+            job.why.append("the Pairs plan reduces each range of ticks in Python")
         (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())
             .process(BucketFunction(chunks, sink_host, sink_port, job.attempt, job.secret), output_type=Types.INT())

@@ -59,6 +59,10 @@ def test_sql_queries_through_the_jvm_feed_and_sink_survive_a_killed_engine(tmp_p
     (restart,) = run["restarts"]
     assert restart["outcome"] == "restarted" and restart["restored_from"]
     assert run["runtime_jar"] and re.search(r"flink-runtime-[0-9.]+-[0-9a-f]{16}\.jar$", run["runtime_jar"])
+    started = [json.loads(line) for line in (wdir / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
+               if '"started"' in line]
+    assert len(started) == 2 and all(e["connectors"] == {"source": "jvm", "sink": "jvm", "why": None}
+                                     for e in started)
     program = (wdir / "program.py").read_text()
     assert "read and answered in the JVM" in program
     # Both attempts' jobs: the feed's two readers and each query's sink in the JVM, none of the
