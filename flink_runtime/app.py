@@ -125,16 +125,16 @@ class FlinkJob:
         self.source_used: str | None = None
         self.sink_used: str | None = None
         self.why: list[str] = []
+        # The run's secret: every Python function that talks to the feed or the sink carries it in
+        # its pickled state (a cluster's TaskManagers do not have the program's environment).
+        self.secret = secret
+        self.client = DriverClient(*driver, secret=secret)
 
     def connectors_used(self) -> dict:
         """{source, sink, why} of the built job: Python unless the JVM feed or sink was used (the Pairs
         and Python queries' functions send their answers themselves)."""
         return {"source": self.source_used or "python", "sink": self.sink_used or "python",
                 "why": "; ".join(dict.fromkeys(self.why)) or None}
-        # The run's secret: every Python function that talks to the feed or the sink carries it in
-        # its pickled state (a cluster's TaskManagers do not have the program's environment).
-        self.secret = secret
-        self.client = DriverClient(*driver, secret=secret)
 
     @property
     def max_parallelism(self) -> int:
