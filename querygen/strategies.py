@@ -30,6 +30,11 @@ _MAX_REDRAWS = 1000
 def assign_pairs(aux: PairsAux, rng: np.random.Generator) -> list[Correlation]:
     """The correlated pair of each of the aux file's `num_strategies` strategies, in strategy order."""
     count = aux.num_strategies
+    capacity = len(aux.correlations) * aux.max_strategies_per_pair
+    if count > capacity:        # before anything is sized by the count
+        raise CepkitError(f"{count} strategies do not fit the dataset: {len(aux.correlations)} correlated pairs "
+                          f"x {aux.max_strategies_per_pair} strategies per pair = {capacity}; ask for at most "
+                          f"{capacity} (querygen pairs --count, config pairs.strategies)")
     out: list[Correlation] = []
     for market in range(aux.markets):
         pairs = aux.market_pairs(market)
@@ -74,6 +79,11 @@ def with_strategy_count(aux: PairsAux, count: int | None) -> PairsAux:
         return aux
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise CepkitError(f"strategy count must be a positive integer, got {count!r}")
+    capacity = len(aux.correlations) * aux.max_strategies_per_pair
+    if count > capacity:
+        raise CepkitError(f"{count} strategies do not fit the dataset: {len(aux.correlations)} correlated pairs "
+                          f"x {aux.max_strategies_per_pair} strategies per pair = {capacity}; ask for at most "
+                          f"{capacity} (querygen pairs --count, config pairs.strategies)")
     return dataclasses.replace(aux, num_strategies=count)
 
 

@@ -144,10 +144,22 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, raw = key.strip(), raw.strip()
     if key not in valid_keys():
         raise CepkitError(f"--set {key}: unknown config key (valid: {', '.join(valid_keys())})")
+    if "\n" in raw or "\r" in raw:
+        raise CepkitError(f"--set {key}: the value must be one line, got {raw!r}")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        value = raw
+        return key.split("."), raw          # not a TOML literal: the bare text, whole
+    # Read as TOML, a value may end before the text does (`2 # note`, `"a" # b`): what follows would
+    # be dropped without a word. Inside brackets a comment leaves them unclosed, so the whole text
+    # is one value exactly when `[text]` is an array of one element.
+    try:
+        whole = tomllib.loads(f"v = [{raw}]")["v"]
+    except tomllib.TOMLDecodeError:
+        whole = None
+    if whole is None or len(whole) != 1:
+        raise CepkitError(f"--set {key}: {raw!r}: text after the value {value!r} would be dropped "
+                          f"(a comment?); quote the whole value as a TOML string to keep it")
     return key.split("."), value
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from kit.errors import at
 from kit.jsonfile import read_json_object, write_json
 from kit.config import MAX_SCALE_FACTOR
+from kit.scale import MAX_STRATEGIES_PER_PAIR
 from kit.workload.common import SpecError, as_tuple, integer, need, number
 
 AUX_KIND = "cepkit.pairs-aux"
@@ -73,6 +74,17 @@ class PairsAux:
         integer("markets", self.markets, 1)
         integer("num_strategies", self.num_strategies, 1)
         integer("max_strategies_per_pair", self.max_strategies_per_pair, 1)
+        # The counts that size the query generator's work, checked against the rest of the file
+        # before anything loops over them (issue 45): every market holds symbols, so there are no
+        # more markets than symbols; a pair takes at most MAX_STRATEGIES_PER_PAIR strategies.
+        need(self.markets <= max(1, len(self.symbols)),
+             f"markets is {self.markets} but only {len(self.symbols)} symbols are listed (a market holds symbols)")
+        need(self.max_strategies_per_pair <= MAX_STRATEGIES_PER_PAIR,
+             f"max_strategies_per_pair must be <= {MAX_STRATEGIES_PER_PAIR}, got {self.max_strategies_per_pair}")
+        capacity = len(self.correlations) * self.max_strategies_per_pair
+        need(self.num_strategies <= capacity,
+             f"num_strategies is {self.num_strategies} but the {len(self.correlations)} correlated pairs listed x "
+             f"{self.max_strategies_per_pair} strategies per pair hold at most {capacity}")
         if self.seed is not None:
             integer("seed", self.seed, 0)
         if self.correlation is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kit.config import Config, load_config, valid_keys
@@ -267,3 +269,31 @@ def test_few_symbols_derive_counts_that_fit(symbols, pairs, strategies):
     m = ScaleModel.from_sf(1, symbols=symbols)
     assert (m.correlations, m.strategies) == (pairs, strategies)
     load_config(None, [f"pairs.symbols={symbols}"])
+
+
+@pytest.mark.parametrize("text, dropped", [
+    ("run.speed=2 # twice as fast", "2"),                 # TOML read `2` and dropped the comment
+    ('run.master="spark://h:7077" # the cluster', "'spark://h:7077'"),
+    ("run.speed=2 #", "2"),
+])
+def test_a_set_value_is_never_cut_short_without_a_word(text, dropped):
+    """Issue 45, class: a `--set` value that TOML reads only the start of is refused in one line
+    naming the key, not shortened (before: the rest was dropped silently)."""
+    with pytest.raises(CepkitError, match=rf"^--set {text.split('=')[0]}: .*text after the value {re.escape(dropped)} "
+                                          r"would be dropped") as e:
+        load_config(None, [text])
+    assert "\n" not in str(e.value)
+
+
+def test_a_set_value_of_several_lines_is_refused_not_read_up_to_its_first():
+    with pytest.raises(CepkitError, match=r"^--set run\.speed: the value must be one line"):
+        load_config(None, ['run.speed=2\nrun.master="x"'])
+
+
+@pytest.mark.parametrize("text, key, value", [
+    ("run.speed=2", "speed", 2.0), ('run.spark_conf=["a=b",]', "spark_conf", ("a=b",)),
+    ("run.master=local[2] # x", "master", "local[2] # x"),     # not TOML: the bare text, whole
+    ("run.master='x'", "master", "x"), ("run.speed=1_0", "speed", 10.0),
+])
+def test_whole_set_values_are_read_as_before(text, key, value):
+    assert getattr(load_config(None, [text]).run, key) == value

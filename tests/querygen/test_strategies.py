@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +21,7 @@ from kit.errors import CepkitError
 from kit.workload import (AVAILABLE_FUNDS_CENTS, BANDS_MULTIPLIERS, NUM_PERIODS, PERIOD_LENGTHS_S, STOP_LOSS_PERCS,
                           parse_spec, to_xml)
 from kit.workload.aux import aux_document, aux_from_document
-from querygen.strategies import assign_pairs, generate_strategies, strategies_for
+from querygen.strategies import assign_pairs, generate_strategies, strategies_for, with_strategy_count
 
 pytestmark = pytest.mark.usefixtures("memory_cap")   # hostile input: a regression fails, the machine stays (tests/conftest.py)
 
@@ -111,10 +117,10 @@ def test_deterministic_for_a_seed_and_different_for_another(auxes):
 
 
 def test_too_many_strategies_for_the_pairs_is_an_error():
-    # The config refuses it (tests/kit/test_config.py); an aux file edited by hand, or --count, still can.
-    aux = dataclasses.replace(aux_for(1), num_strategies=251)
+    # The config refuses it (tests/kit/test_config.py), the aux model too (an aux file edited by
+    # hand: below), and --count.
     with pytest.raises(CepkitError, match=r"251 strategies do not fit the dataset: 25 correlated pairs x 10 .* = 250"):
-        strategies_for(aux, 1)
+        strategies_for(with_strategy_count(aux_for(1), 251), 1)
 
 
 def test_every_config_in_range_gives_an_aux_the_query_generator_accepts():
@@ -145,3 +151,37 @@ def test_overridden_pair_count_follows_the_same_rule():
     counts = Counter(frozenset((c.symbol1, c.symbol2)) for c in pairs)
     assert len(counts) == 30 and sorted(Counter(counts.values()).items()) == [(1, 15), (2, 15)]
     assert {frozenset((c.symbol1, c.symbol2)) for c in pairs[:30]} == aux.pair_set
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"markets": 10**12}, r"markets is 1000000000000 but only 100 symbols are listed"),
+    ({"max_strategies_per_pair": 10**15}, r"max_strategies_per_pair must be <= 10, got 1000000000000000"),
+    ({"num_strategies": 10**13}, r"num_strategies is 10000000000000 but the 25 correlated pairs listed x 10 "
+                                 r"strategies per pair hold at most 250"),
+])
+def test_a_count_in_the_aux_file_is_checked_against_the_file_before_it_sizes_work(tmp_path, changes, message):
+    """Issue 45, class: a number from an input file that sizes the query generator's loops is checked
+    against the rest of that file first (before: `markets` = 10^12 looped over markets for good, and
+    a huge `max_strategies_per_pair` with `num_strategies` to match grew the pair list without end);
+    `cepkit querygen pairs` refuses it at once, in one line naming the file, exit 2."""
+    doc = aux_document(pairs_aux(make_plan(PairsConfig(scale_factor=1))))
+    doc.update({"num_strategies": 10**13} if "max_strategies_per_pair" in changes else {}, **changes)
+    path = tmp_path / "pairs-aux.json"
+    path.write_text(json.dumps(doc))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cepkit_app.cli", "querygen", "pairs", "--aux", str(path),
+                           "--out", str(tmp_path / "s.xml")], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert re.search(rf"{re.escape(str(path))}: {message}", line), line
+    assert time.monotonic() - started < 30 and not (tmp_path / "s.xml").exists()
+
+
+def test_more_strategies_than_the_pairs_hold_are_refused_before_any_is_assigned():
+    with pytest.raises(CepkitError, match=r"^num_strategies is 10000000000000 but the 25 correlated pairs listed x "
+                                          r"10 strategies per pair hold at most 250"):
+        dataclasses.replace(aux_for(1), num_strategies=10**13)
+    with pytest.raises(CepkitError, match=r"^10000000000000 strategies do not fit the dataset: .* at most 250 "
+                                          r"\(querygen pairs --count"):
+        with_strategy_count(aux_for(1), 10**13)
