@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 
 from kit.errors import CepkitError
+from kit.tls import credentials_dir, rest_base, urlopen
 
 MASTER_PREFIX = "flink://"      # kit.faults.FLINK_MASTER_PREFIX (flink_runtime may not import kit.faults)
 
@@ -40,7 +40,7 @@ def _configured_parallelism(base_url: str) -> int:
     """The JobManager's `parallelism.default` (`/jobmanager/config`, a list of {key, value}); 0
     when it cannot be told."""
     try:
-        with urllib.request.urlopen(base_url + "/jobmanager/config", timeout=5.0) as r:
+        with urlopen(base_url + "/jobmanager/config", timeout=5.0) as r:
             doc = json.loads(r.read().decode("utf-8"))
         entries = [e for e in doc if isinstance(e, dict)]
         value = next((str(e.get("value")) for e in entries if e.get("key") == "parallelism.default"), "")
@@ -57,7 +57,7 @@ def cluster_slots(master: str) -> int:
     from flink_runtime.rest import RestError, get_json
 
     host, port = remote_master(master)
-    base = f"http://{host}:{port}"
+    base = rest_base(host, port)
     try:
         slots = get_json(base, "/overview").get("slots-total")
     except RestError as e:
@@ -86,8 +86,26 @@ def remote_settings(master: str, py_files: str | None) -> dict[str, str]:
     """The settings that submit the job to the cluster and ship the runtime zip to its Python workers."""
     host, port = remote_master(master)
     out = {"execution.target": "remote", "rest.address": host, "rest.port": str(port)}
+    if credentials_dir():
+        # A cluster that requires mutual TLS: its SSL settings (the keystore's password among them)
+        # from the 0600 file, into the client's configuration in this process: never a command line.
+        out.update(_ssl_settings(credentials_dir()))
     if py_files:
         out["python.files"] = os.path.abspath(py_files)
+    return out
+
+
+def _ssl_settings(directory: str) -> dict[str, str]:
+    """flink-ssl.yaml's settings (harness/cluster_auth.py writes it; flat `key: value` lines)."""
+    out = {}
+    try:
+        text = open(os.path.join(directory, "flink-ssl.yaml"), encoding="utf-8").read()
+    except OSError as e:
+        raise CepkitError(f"{os.path.join(directory, 'flink-ssl.yaml')}: {e.strerror or e}") from None
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip()
     return out
 
 

@@ -3,14 +3,17 @@ of a running job (the local mini-cluster's, or a standalone cluster's) and JSON 
 
 The program polls it for completed checkpoints (the feed commits, the harness restarts from them)
 and for the job's per-operator metrics (flink_runtime/metrics.py). Only the standard library:
-the program must not wait on a client library for a few GETs a second.
+the program must not wait on a client library for a few GETs a second. A cluster that requires
+mutual TLS (harness/cluster_auth.py) is asked over https with the client certificate of
+`CEPKIT_CLUSTER_CREDENTIALS` (kit/tls.py).
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
-import urllib.request
+
+from kit.tls import urlopen
 
 TIMEOUT_S = 5.0
 
@@ -46,7 +49,7 @@ def rest_url(job_client) -> str | None:
 def get_json(base_url: str, path: str, timeout_s: float = TIMEOUT_S) -> dict:
     """GET `base_url + path` as a JSON object."""
     try:
-        with urllib.request.urlopen(base_url + path, timeout=timeout_s) as r:
+        with urlopen(base_url + path, timeout=timeout_s) as r:       # mutual TLS when the cluster asks it
             doc = json.loads(r.read().decode("utf-8"))
     except (OSError, ValueError, urllib.error.URLError) as e:
         raise RestError(f"{base_url}{path}: {e}") from None

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psutil
 
+from harness.cluster_auth import is_loopback, make_spark_credentials
 from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec, read_cluster_info
 from harness.engine_process import last_error_line
 from harness.runtime_archive import package_dir
@@ -180,6 +181,10 @@ def _start_spark(spec: ClusterSpec, *, timeout_s: float) -> ClusterInfo:
     directory.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     env = {**_spark_env(spec.host), CLUSTER_TOKEN_ENV: token}
+    if not is_loopback(spec.host):
+        # Beyond loopback: authenticated, encrypted RPC; the secret in a 0600 defaults file that the
+        # daemons (and each run's driver, run.cluster_credentials) read as SPARK_CONF_DIR.
+        env["SPARK_CONF_DIR"] = str(make_spark_credentials(directory))
     chosen = iter(_free_ports(spec.host, 2 + spec.workers))
     port, ui_port = spec.master_port or next(chosen), spec.webui_port or next(chosen)
     worker_ui_ports = [p for p in chosen if p not in (port, ui_port)][:spec.workers]

@@ -111,7 +111,7 @@ class ClusterInfo:
             raise CepkitError(f"cluster info: engine: not valid: {self.engine!r}")
         scheme = re.escape(SCHEMES[self.engine])
         for field, ok in (("master_url", re.fullmatch(scheme + r"[^:/]+:[0-9]+", str(self.master_url))),
-                          ("webui_url", re.fullmatch(r"http://[^:/]+:[0-9]+", str(self.webui_url))),
+                          ("webui_url", re.fullmatch(r"https?://[^:/]+:[0-9]+", str(self.webui_url))),
                           ("pids", self.worker_pids and all(_whole(p, 1, 2**31) for p in self.pids)),
                           ("worker_logs", len(self.worker_logs) == len(self.worker_pids)),
                           ("started_ms", _whole(self.started_ms, 0, 2**63)),

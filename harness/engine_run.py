@@ -163,7 +163,8 @@ class _Run:
         self.backlog_log = BacklogLog(self.dirs["metrics"] / "backlog.csv")
 
     def _launch(self, attempt: int, extra_args: list[str] = ()) -> None:
-        env = {**os.environ, **self.env, SECRET_ENV: self.secret}     # never in self.env: that is in the script
+        # The secrets never in self.env: that is in the script.
+        env = {**os.environ, **self.env, **dict(self.spec.secret_env), SECRET_ENV: self.secret}
         self.program = EngineProcess([*self.command, *extra_args], env, self.spec.run_dir,
                                      self.dirs["logs"], attempt, on_event=self._heard)
         self.jvm = JvmWatch()

@@ -52,17 +52,18 @@ import secrets
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 
 from harness.cluster import (CLUSTER_TOKEN_ENV, _free_ports, _java_env, _launch, _ours, _processes, _refuse_running,
                              _shut_down, _wait)
+from harness.cluster_auth import CREDENTIALS_DIR, is_loopback, make_flink_credentials, read_flink_ssl, write_private
 from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec
 from harness.fault_injection import TASKMANAGER_JVM, taskmanager_jvms
 from kit.atomic import atomic_write, check_parent
 from kit.errors import CepkitError
+from kit.tls import rest_base, urlopen
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_CLASS = TASKMANAGER_JVM
@@ -166,15 +167,22 @@ def render_config(base: dict, own: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def overview(rest_url: str, timeout_s: float = 3.0) -> dict | None:
+def overview(rest_url: str, timeout_s: float = 3.0, credentials: Path | None = None) -> dict | None:
     """The JobManager's `/overview` (taskmanagers, slots-total, slots-available, jobs-running,
-    flink-version), or None when it does not answer."""
-    return _get(rest_url, "/overview", timeout_s)
+    flink-version), or None when it does not answer (`credentials`: a cluster's client
+    certificate, harness/cluster_auth.py)."""
+    return _get(rest_url, "/overview", timeout_s, credentials)
 
 
-def _get(rest_url: str, path: str, timeout_s: float = 3.0) -> dict | None:
+def credentials_of(info: ClusterInfo) -> Path | None:
+    """The client credentials of a cluster that requires mutual TLS (its REST URL is https)."""
+    return info.directory / CREDENTIALS_DIR if info.webui_url.startswith("https:") else None
+
+
+def _get(rest_url: str, path: str, timeout_s: float = 3.0, credentials: Path | None = None) -> dict | None:
     try:
-        with urllib.request.urlopen(f"{rest_url}{path}", timeout=timeout_s) as r:
+        with urlopen(f"{rest_url}{path}", timeout=timeout_s,
+                     directory=str(credentials) if credentials else None) as r:
             doc = json.loads(r.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
@@ -196,12 +204,18 @@ def _link_jars(home: Path, lib: Path) -> None:
         (lib / jar.name).symlink_to(jar)
 
 
-def _write_conf(home: Path, conf: Path, text: str) -> None:
+def _write_conf(home: Path, conf: Path, text: str, private: bool = False) -> None:
+    """conf/: the distribution's log settings and `text` as config.yaml (`private`: it holds the
+    keystore's password, so it is created 0600)."""
     conf.mkdir(parents=True, exist_ok=True)
     for pattern in _CONF_FILES:
         for src in sorted((home / "conf").glob(pattern)):
             atomic_write(conf / src.name, src.read_bytes(), overwrite=True)
-    atomic_write(conf / "config.yaml", text, overwrite=True)
+    if private:
+        (conf / "config.yaml").unlink(missing_ok=True)
+        write_private(conf / "config.yaml", text)
+    else:
+        atomic_write(conf / "config.yaml", text, overwrite=True)
 
 
 def _daemon_env(directory: Path) -> dict[str, str]:
@@ -244,11 +258,16 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
     rest_port = spec.master_port or next(chosen)
     rpc_port = next(p for p in chosen if p != rest_port)
     own = cluster_settings(spec, directory, rest_port, rpc_port, python)
-    _write_conf(home, directory / "conf", render_config(base, own))
+    creds = None
+    if not is_loopback(spec.host):
+        # Beyond loopback: internal and REST SSL with mutual authentication (harness/cluster_auth.py).
+        creds = make_flink_credentials(directory, [spec.host])
+        own.update(read_flink_ssl(creds))
+    _write_conf(home, directory / "conf", render_config(base, own), private=creds is not None)
     _link_jars(home, directory / "lib")
     token = secrets.token_hex(16)
     env = {**_daemon_env(directory), CLUSTER_TOKEN_ENV: token}
-    master_url, rest_url = f"flink://{spec.host}:{rest_port}", f"http://{spec.host}:{rest_port}"
+    master_url, rest_url = f"flink://{spec.host}:{rest_port}", rest_base(spec.host, rest_port, creds and str(creds))
     jm_log = directory / "jobmanager.log"
     tm_logs = [directory / f"taskmanager-{i}.log" for i in range(1, spec.workers + 1)]
     started_ms = int(time.time() * 1000)
@@ -259,11 +278,12 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
         jm_pid = _launch([str(home / "bin" / "jobmanager.sh"), "start-foreground"], env, jm_log, directory)
         pids[jm_pid] = jm_log
         # TaskManagers wait for the JobManager: one that finds none backs off, up to 30 s.
-        _wait(pids, lambda: overview(rest_url) is not None, "Flink JobManager", lambda: jm_log, deadline)
+        _wait(pids, lambda: overview(rest_url, credentials=creds) is not None, "Flink JobManager", lambda: jm_log,
+              deadline)
         for i, log in enumerate(tm_logs, start=1):
             pids[_launch([sys.executable, "-I", str(KEEPER), str(directory), f"taskmanager-{i}", "--",
                           str(home / "bin" / "taskmanager.sh"), "start-foreground"], env, log, directory)] = log
-        _wait(pids, lambda: _all_registered(overview(rest_url), spec.workers),
+        _wait(pids, lambda: _all_registered(overview(rest_url, credentials=creds), spec.workers),
               "Flink TaskManagers", lambda: next((log for log in tm_logs if not _registered(log)), jm_log), deadline)
         info = ClusterInfo(directory, master_url, rest_url, spec.host, jm_pid, tuple(pids)[1:], jm_log, tm_logs,
                            started_ms, "flink", token)
@@ -323,7 +343,7 @@ def flink_cluster_status(info: ClusterInfo) -> dict:
     (TaskManagers, slots, jobs)."""
     master, keepers = live_flink(info)
     jvms = [_keeper_child(k) for k in keepers]
-    doc = overview(info.webui_url) if master else None
+    doc = overview(info.webui_url, credentials=credentials_of(info)) if master else None
     registered = int((doc or {}).get("taskmanagers", 0))
     if not master and not any(keepers):
         state, detail = "not running", f"its processes have exited ({STATE_FILE} is stale)"
@@ -342,7 +362,7 @@ def flink_cluster_status(info: ClusterInfo) -> dict:
                          for i, (r, pid, p, log) in enumerate(zip(roles, info.pids, [master, *keepers],
                                                                   [info.master_log, *info.worker_logs]))]}
     if doc is not None:
-        jobs = (_get(info.webui_url, "/jobs/overview") or {}).get("jobs", [])
+        jobs = (_get(info.webui_url, "/jobs/overview", credentials=credentials_of(info)) or {}).get("jobs", [])
         out["jobmanager"] = {
             "taskmanagers": registered, "slots_total": doc.get("slots-total"),
             "slots_available": doc.get("slots-available"), "flink_version": doc.get("flink-version"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.run_spec import EngineRunSpec
 from harness.runtime_archive import package_dir, write_runtime_archive
+from kit.tls import CREDENTIALS_ENV
 from kit.wire.auth import SECRET_ENV
 
 RUNTIME_ZIP = "runtime.zip"
@@ -178,4 +179,11 @@ def program_env(spec: EngineRunSpec) -> dict[str, str]:
     # PYSPARK_PYTHON is what the driver tells every executor to run its Python workers with.
     return {"PYSPARK_PYTHON": spec.worker_python or spec.python, "PYSPARK_DRIVER_PYTHON": spec.python,
             "PYTHONUNBUFFERED": "1",
-            **({"PYTHONPATH": path} if path else {}), **dict(spec.env)}
+            **({"PYTHONPATH": path} if path else {}),
+            # An authenticated cluster's secret reaches the driver as its defaults file (harness/cluster_auth.py).
+            **({"SPARK_CONF_DIR": spec.cluster_credentials} if spec.cluster_credentials and spec.engine == "spark"
+               else {}),
+            # A Flink cluster's: the directory whose SSL settings and client certificate the program uses.
+            **({CREDENTIALS_ENV: spec.cluster_credentials} if spec.cluster_credentials and spec.engine == "flink"
+               else {}),
+            **dict(spec.env)}

@@ -58,7 +58,10 @@ class EngineRunSpec:
     startup_timeout_s: float = 180.0
     drain_timeout_s: float = 120.0
     python: str = sys.executable
-    env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (e.g. CEPKIT_PG_DSN)
+    env: tuple[tuple[str, str], ...] = ()      # extra environment of the program (recorded, in the scripts)
+    # Extra environment that holds a secret (J3's CEPKIT_PG_DSN with its password): the program's
+    # environment only; run.json and spec.json list the names, never the values; not in the scripts.
+    secret_env: tuple[tuple[str, str], ...] = ()
     jvm_class_archive: bool = True             # map harness/jvm_archive.py's archive when it exists
     quiet_local_fs: bool = True                # harness/local_fs.py's file system when its jar exists
     # The top-level packages the program imports (the engine's runtime, kit.engines): found where
@@ -74,6 +77,8 @@ class EngineRunSpec:
     # The interpreter of the engine's Python workers on a cluster's hosts (None: `python`).
     worker_python: str | None = None
     fault_command: tuple[str, ...] = ()        # strikes a worker host (kit.faults.HOST_FAULTS)
+    # A cluster's client credentials (harness/cluster_auth.py; "": none): the path only, never its content.
+    cluster_credentials: str = ""
 
     @property
     def advertised(self) -> str:
@@ -145,6 +150,11 @@ class EngineRunSpec:
         object.__setattr__(self, "fault_command", tuple(str(w) for w in self.fault_command))
         if self.worker_python is not None and not str(self.worker_python):
             raise _bad("worker_python", "must not be empty")
+        if self.cluster_credentials:
+            from harness.cluster_auth import check_credentials
+
+            object.__setattr__(self, "cluster_credentials", str(check_credentials(self.cluster_credentials,
+                                                                                  self.engine)))
 
     def to_dict(self) -> dict:
         return {"engine": self.engine, "program": str(self.program), "run_dir": str(self.run_dir), "driver": self.driver.to_dict(),
@@ -156,12 +166,13 @@ class EngineRunSpec:
                 "output_streams": list(self.output_schemas or {}), "roll_rows": self.roll_rows,
                 "backlog_limit_events": self.backlog_limit_events, "backlog_grace_s": self.backlog_grace_s,
                 "startup_timeout_s": self.startup_timeout_s, "drain_timeout_s": self.drain_timeout_s,
-                "python": self.python, "env": dict(self.env), "jvm_class_archive": self.jvm_class_archive,
+                "python": self.python, "env": dict(self.env), "secret_env": sorted(k for k, _ in self.secret_env), "jvm_class_archive": self.jvm_class_archive,
                 "quiet_local_fs": self.quiet_local_fs,
                 "runtime_packages": list(self.runtime_packages), "advertised_host": self.advertised,
                 "checkpoint_url": self.checkpoint_url, "launch": self.launch,
                 "faults": [f.text for f in self.faults], "worker_python": self.worker_python,
-                "fault_command": list(self.fault_command)}
+                "fault_command": list(self.fault_command),
+                "cluster_credentials": self.cluster_credentials}
 
 
 @dataclass(frozen=True)

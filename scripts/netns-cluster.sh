@@ -17,7 +17,11 @@
 #
 #   scripts/netns-cluster.sh up DIR spark|flink   the hosts and the engine's daemons; prints, as
 #                                                 KEY=VALUE lines (also in DIR/cluster.env), the
-#                                                 master URL, the addresses, the workers' Python
+#                                                 master URL, the addresses, the workers' Python,
+#                                                 and CREDENTIALS: DIR/credentials, which the
+#                                                 cluster requires (Spark's secret, Flink's mutual
+#                                                 TLS: specs/ENGINE_RUN.md, "Authentication"); a
+#                                                 run sets run.cluster_credentials to it
 #   scripts/netns-cluster.sh exec DIR HOST CMD... CMD on HOST (harness, master, worker-1, worker-2)
 #   scripts/netns-cluster.sh fault DIR cut-link|kill-worker
 #                                                 cut worker-1's link for $CUT_SECONDS (20) s, then
@@ -142,11 +146,28 @@ wait_for() {   # wait_for WHAT SECONDS CMD...: until CMD succeeds
   die "$what did not come up in ${limit} s (logs in $DIR)"
 }
 
+# The cluster's credentials (specs/ENGINE_RUN.md, "Authentication"): DIR/credentials (0700), made
+# at `up`. Spark: spark-defaults.conf (0600, created so) with spark.authenticate, a fresh 256-bit
+# secret and encrypted RPC, every daemon's and driver's SPARK_CONF_DIR: never on a command line.
+# On real hosts each machine holds its own copy; here the hosts share the files, and a stranger is
+# a process that does not use them.
+spark_credentials() {
+  local creds=$DIR/credentials secret
+  mkdir -m 700 "$creds"
+  secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+  ( umask 077
+    printf '%s\n' "# scripts/netns-cluster.sh: this cluster's authentication; keep it private" \
+      "spark.authenticate true" "spark.network.crypto.enabled true" "spark.io.encryption.enabled true" \
+      "spark.authenticate.secret $secret" > "$creds/spark-defaults.conf" )
+  CREDENTIALS=$creds
+}
+
 up_spark() {
   local wenv=$1 home spark_class
   home=$("$wenv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
   spark_class="$home/bin/spark-class"
-  local common=(JAVA_HOME="$(java_home)" SPARK_HOME="$home" SPARK_NO_DAEMONIZE=1)
+  spark_credentials
+  local common=(JAVA_HOME="$(java_home)" SPARK_HOME="$home" SPARK_NO_DAEMONIZE=1 SPARK_CONF_DIR="$CREDENTIALS")
   DAEMON_ENV=("${common[@]}" SPARK_LOCAL_IP="${ADDR[master]}"
               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false -Dspark.port.maxRetries=0")
   run_daemon master spark-master "$DIR/master" "$spark_class" org.apache.spark.deploy.master.Master \
@@ -177,7 +198,8 @@ flink_conf() {
   cp "$home"/conf/log4j*.properties "$home"/conf/logback*.xml "$conf"/ 2>/dev/null || true
   local opts
   opts=$(sed -n 's/^ *all: //p' "$home/conf/config.yaml" | head -1)
-  cat > "$conf/config.yaml" <<EOF
+  ( umask 077; : > "$conf/config.yaml" )
+  cat >> "$conf/config.yaml" <<EOF
 env.java.opts.all: "$opts"
 jobmanager.rpc.address: "${ADDR[master]}"
 jobmanager.rpc.port: $FLINK_RPC_PORT
@@ -203,30 +225,43 @@ io.tmp.dirs: "$DIR/$host/tmp"
 python.executable: "$wenv/bin/python"
 python.client.executable: "$wenv/bin/python"
 EOF
+  # Internal and REST SSL with mutual authentication (the credentials' settings): the file holds
+  # the keystore's password, so it is the owner's alone.
+  chmod 600 "$conf/config.yaml"
+  grep -v '^#' "$CREDENTIALS/flink-ssl.yaml" >> "$conf/config.yaml"
   mkdir -p "$DIR/$host/tmp" "$DIR/$host/log" "$DIR/$host/lib"
   # The distribution's jars, and opt/flink-python: a cluster running Python jobs needs it in lib/.
   ln -sf "$home"/lib/*.jar "$home"/opt/flink-python*.jar "$DIR/$host/lib/"
 }
 
+# Python that GETs the JobManager's REST PATH over mutual TLS (the credentials' client certificate): r.
+rest_get() {
+  printf '%s\n' "import json, ssl, sys, urllib.request as u" \
+    "c = ssl.create_default_context(cafile='$CREDENTIALS/ca.pem'); c.load_cert_chain('$CREDENTIALS/client.pem')" \
+    "r = u.urlopen('https://${ADDR[master]}:$FLINK_REST_PORT$1', timeout=2, context=c)"
+}
+
 up_flink() {
   local wenv=$1 home
   home=$("$wenv/bin/python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))')
+  # The cluster's key pair and certificate (keytool), for every host's address.
+  CREDENTIALS=$(JAVA_HOME="$(java_home)" PATH="$(java_home)/bin:$PATH" PYTHONPATH="$REPO" \
+    "$REPO/.venv/bin/python" -m harness.cluster_auth flink "$DIR" "${ADDR[@]}")
   for host in master worker-1 worker-2; do flink_conf "$host" "$home" "$wenv"; done
   local common=(JAVA_HOME="$(java_home)" FLINK_HOME="$home")
   DAEMON_ENV=("${common[@]}" FLINK_CONF_DIR="$DIR/master/conf" FLINK_LIB_DIR="$DIR/master/lib"
               FLINK_LOG_DIR="$DIR/master/log")
   run_daemon master jobmanager "$DIR/master" "$home/bin/jobmanager.sh" start-foreground
   wait_for "the Flink JobManager" 90 ip netns exec "$(ns harness)" \
-    "$wenv/bin/python" -c "import urllib.request as u; u.urlopen('http://${ADDR[master]}:$FLINK_REST_PORT/overview', timeout=2)"
+    "$wenv/bin/python" -c "$(rest_get "/overview")"
   for w in worker-1 worker-2; do
     DAEMON_ENV=("${common[@]}" FLINK_CONF_DIR="$DIR/$w/conf" FLINK_LIB_DIR="$DIR/$w/lib" FLINK_LOG_DIR="$DIR/$w/log")
     run_daemon "$w" taskmanager "$DIR/$w" "$home/bin/taskmanager.sh" start-foreground
   done
-  wait_for "two Flink TaskManagers" 120 ip netns exec "$(ns harness)" "$wenv/bin/python" -c "
-import json, sys, urllib.request as u
-sys.exit(json.load(u.urlopen('http://${ADDR[master]}:$FLINK_REST_PORT/overview', timeout=2))['taskmanagers'] < 2)"
+  wait_for "two Flink TaskManagers" 120 ip netns exec "$(ns harness)" "$wenv/bin/python" -c "$(rest_get /overview)
+sys.exit(json.load(r)['taskmanagers'] < 2)"
   MASTER_URL="flink://${ADDR[master]}:$FLINK_REST_PORT"
-  UI_URL="http://${ADDR[master]}:$FLINK_REST_PORT"
+  UI_URL="https://${ADDR[master]}:$FLINK_REST_PORT"
 }
 
 cmd_up() {
@@ -234,6 +269,7 @@ cmd_up() {
   case "$engine" in spark|flink) ;; *) die "up: the engine is spark or flink, got '$engine'" ;; esac
   case "$DIR/" in "$REPO"/*) die "up: DIR must lie outside the checkout ($REPO): the hosts must not see it" ;; esac
   need_root
+  CREDENTIALS=
   wenv=$(worker_env "$engine")
   topology_down
   rm -rf "$DIR"
@@ -251,6 +287,7 @@ WORKER_ADDRS=${ADDR[worker-1]},${ADDR[worker-2]}
 WORKER_PYTHON=$wenv/bin/python
 SHARED_DIR=$DIR/shared
 NETNS_PREFIX=$PREFIX
+CREDENTIALS=$CREDENTIALS
 EOF
   say "$engine cluster up: $MASTER_URL (logs in $DIR/<host>/)"
   cat "$DIR/cluster.env"
@@ -279,7 +316,7 @@ cmd_fault() {
 
 action=${1:-}
 DIR=${2:-}
-[ -n "$action" ] && [ -n "$DIR" ] || { sed -n '2,30p' "$0" >&2; exit 2; }
+[ -n "$action" ] && [ -n "$DIR" ] || { sed -n '2,34p' "$0" >&2; exit 2; }
 DIR=$(realpath -m "$DIR")
 case "$action" in
   up) cmd_up "${3:-}" ;;

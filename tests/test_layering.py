@@ -39,7 +39,7 @@ ALLOWED = {
     "cepkit_app": OURS,
 }
 # What of kit an engine's runtime may import: the modules that ship to its workers.
-RUNTIME_KIT = {"kit", "kit.errors", "kit.outputlog", "kit.records", "kit.wire", "kit.wire.auth", "kit.wire.connection",
+RUNTIME_KIT = {"kit", "kit.errors", "kit.outputlog", "kit.records", "kit.tls", "kit.wire", "kit.wire.auth", "kit.wire.connection",
                "kit.wire.feed_client", "kit.wire.protocol", "kit.wire.sink_client"}
 # Besides our own: the libraries every engine's environment has (runtime_common may use only these).
 COMMON_LIBRARIES = set.intersection(*(set(e.libraries) for e in ENGINES.values()))

@@ -101,6 +101,10 @@ def _start(args: argparse.Namespace) -> int:
     logs = "{master,worker-N}.log" if spec.engine == "spark" else "{jobmanager,taskmanager-N}.log and log/"
     con.print(f"  logs: {info.master_log.parent}/{logs}; "
               f"stop it with: cepkit cluster stop --dir {args.dir}")
+    credentials = info.directory / "credentials"
+    if credentials.is_dir():      # beyond loopback (harness/cluster_auth.py): runs need them
+        con.print(f"  it requires authentication: its client credentials are in {credentials} (private); "
+                  f"runs set run.cluster_credentials = \"{credentials}\"")
     print(info.master_url)
     return 0
 

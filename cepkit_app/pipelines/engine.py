@@ -18,7 +18,8 @@ from kit.faults import parse_faults
 
 def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverConfig, output_schemas: dict,
                     mean_eps: float | None, extra_conf: tuple[tuple[str, str], ...] = (),
-                    env: tuple[tuple[str, str], ...] = (), say=None) -> EngineRunSpec:
+                    env: tuple[tuple[str, str], ...] = (), say=None,
+                    secret_env: tuple[tuple[str, str], ...] = ()) -> EngineRunSpec:
     """The harness run of a generated program with the `[run]` settings; q^b from the mean
     release rate (`RunConfig.backlog_limit_events`). The program runs in its engine's Python
     environment (made on first use, `say` hears about it: harness/environments.py)."""
@@ -31,10 +32,11 @@ def engine_run_spec(cfg: Config, program: Path, run_dir: Path, driver: DriverCon
         max_rows_per_batch=r.max_rows_per_batch,
         trigger_ms=r.trigger_ms, trigger=r.trigger, realtime_batch_ms=r.realtime_batch_ms, connectors=r.connectors, output_format=r.output_format, output_schemas=output_schemas,
         backlog_limit_events=r.backlog_limit_events(mean_eps), backlog_grace_s=r.backlog_grace_s,
-        startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env,
+        startup_timeout_s=r.startup_timeout_s, drain_timeout_s=r.drain_timeout_s, env=env, secret_env=secret_env,
         runtime_packages=ENGINES[r.engine].runtime_packages, advertised_host=r.advertised_host,
         checkpoint_url=r.checkpoint_url, launch=r.launch, faults=parse_faults(r.faults),
-        max_restarts=r.max_restarts, worker_python=r.worker_python, fault_command=r.fault_command)
+        max_restarts=r.max_restarts, worker_python=r.worker_python, fault_command=r.fault_command,
+        cluster_credentials=r.cluster_credentials)
 
 
 @dataclass(frozen=True)

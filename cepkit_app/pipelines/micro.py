@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from cepkit_app.pipelines.sustainable import calibrated, choose_lambda, find_sus
 from datagen.micro import generate_micro
 from harness.config import DriverConfig
 from harness.engine_run import run_engine
-from harness.postgres import PostgresServer, jdbc_driver_jar
+from harness.postgres import PostgresServer, jdbc_driver_jar, load_table, own_database, read_database_dsn
 from kit.config import Config, with_settings, write_config
 from kit.errors import CepkitError
 from kit.profiles import profile_from_dict
@@ -117,10 +118,10 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     driver = DriverConfig(dataset_dir=ds.directory, pacing="tickts", speed=1.0, stamp=cfg.run.stamp,
                           align_ms=align_ms(workload), hold=True, verify=False)
     jars = (("spark.jars", str(jdbc_jar)),) if jdbc_jar is not None else ()
-    with _database(workload, ds.directory, wdir, stage) as env:
+    with _database(workload, ds.directory, wdir, stage, cfg.run) as env:
         spec = engine_run_spec(cfg, program, wdir / "engine", driver,
                                {q.id: output_schema(q).arrow_schema() for q in workload.queries}, mean_eps,
-                               extra_conf=jars, env=env, say=stage)
+                               extra_conf=jars, secret_env=env, say=stage)
         result = run_engine(spec, on_progress=_on_the_clock(on_progress, profile.duration_ms), on_event=stage)
     if result.status != "completed":
         stage(f"{workload.name}: run {result.status}: {result.message}")
@@ -163,16 +164,26 @@ def _joins_database(workload: Workload) -> bool:
 
 
 @contextlib.contextmanager
-def _database(workload: Workload, data: Path, wdir: Path, stage: Stage):
-    """For J3: a private PostgreSQL holding the dataset's table while the engine runs; yields the
-    program's extra environment (its connection string)."""
+def _database(workload: Workload, data: Path, wdir: Path, stage: Stage, run):
+    """For J3: the dataset's table in PostgreSQL while the engine runs, a private server's (on
+    run.feed_bind, where a cluster's workers reach the harness, with a password of its own) or in
+    a fresh schema of the user's own database (run.database_dsn); yields the program's secret
+    environment (its connection string, password included: harness/run_spec.py secret_env)."""
     if not _joins_database(workload):
         yield ()
         return
     table = table_of(data)
     if table is None:
         raise CepkitError(f"workload {workload.name}: joins a database table but {data} has none")
-    with PostgresServer(wdir / "postgres") as pg:
+    if run.database_dsn:
+        with own_database(read_database_dsn(run.database_dsn), "run.database_dsn") as (dsn, schema):
+            rows = load_table(dsn, table)
+            stage(f"{workload.name}: your database ({run.database_dsn}) holds the table in schema {schema} "
+                  f"({rows:,} rows)")
+            yield (("CEPKIT_PG_DSN", dsn),)
+        return
+    advertised = run.advertised_host or (socket.gethostname() if run.feed_bind == "0.0.0.0" else None)
+    with PostgresServer(wdir / "postgres", host=run.feed_bind, advertised=advertised) as pg:
         rows = pg.load_table(table)
         stage(f"{workload.name}: PostgreSQL on {pg.host}:{pg.port} holds the table ({rows:,} rows)")
         yield (("CEPKIT_PG_DSN", pg.dsn), ("CEPKIT_PG_JDBC_URL", pg.jdbc_url))

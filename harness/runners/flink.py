@@ -26,6 +26,7 @@ from harness.run_spec import EngineRunSpec
 from harness.runners import Launch
 from kit.errors import CepkitError
 from kit.faults import FLINK_MASTER_PREFIX
+from kit.tls import urlopen
 
 SCRIPT = "flink-run.sh"
 _LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?")
@@ -140,14 +141,15 @@ def prepare_restart(spec: EngineRunSpec, started: dict) -> str | None:
     rest, job = started.get("rest_url"), started.get("query_id")
     if not spec.master.startswith(FLINK_MASTER_PREFIX) or not rest or not job:
         return None
+    creds = spec.cluster_credentials or None
     try:
-        urllib.request.urlopen(urllib.request.Request(f"{rest}/jobs/{job}?mode=cancel", method="PATCH"), timeout=5)
+        urlopen(urllib.request.Request(f"{rest}/jobs/{job}?mode=cancel", method="PATCH"), timeout=5, directory=creds)
     except OSError as e:
         return f"could not cancel the dead program's job {job}: {e}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{rest}/jobs/{job}", timeout=5) as r:
+            with urlopen(f"{rest}/jobs/{job}", timeout=5, directory=creds) as r:
                 state = json.loads(r.read().decode("utf-8")).get("state")
         except (OSError, ValueError):
             state = None

@@ -11,6 +11,7 @@ left unset (absent in TOML, `auto` on the command line) are derived from the sca
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import tomli_w
@@ -228,6 +229,13 @@ class RunConfig:
     # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
     # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
     database_join: str = "lookup"
+    # J3's database: "" for a private PostgreSQL the kit starts for the run (on run.feed_bind, so a
+    # cluster's workers reach it, with a password made for the run: SCRAM-SHA-256); or your own
+    # PostgreSQL, its DSN (libpq's key=value or a postgresql:// URI) read from "env:NAME" (the
+    # environment variable NAME) or from a file (mode 0600, its first line): never from this
+    # setting itself, and never printed. The kit loads the table into a fresh schema of it,
+    # dropped when the run ends (specs/ENGINE_RUN.md, "J3's database"). The "lookup" plan only.
+    database_dsn: str = ""
     # Microbenchmark patterns with a key and all-all consumption (Q7): "core" (the pattern core) or
     # "join" (Spark's stream-stream interval self-join, state in RocksDB; correct, but slower on Q7:
     # specs/TRANSLATION.md; the core where it cannot apply).
@@ -256,6 +264,12 @@ class RunConfig:
     # TaskManagers): a path that exists on every worker host; unset: the engine's own interpreter
     # on this machine (a cluster on this machine). specs/ENGINE_RUN.md, "On several machines".
     worker_python: str | None = None
+    # The client credentials of a cluster that requires authentication (one the kit started beyond
+    # loopback: `cepkit cluster start --host ...` writes <dir>/credentials/, scripts/netns-cluster.sh
+    # DIR/credentials/; specs/ENGINE_RUN.md, "Authentication"): a directory holding Spark's
+    # spark-defaults.conf with the cluster's secret, mode 0600, which the driver reads as its
+    # SPARK_CONF_DIR (the secret never on a command line). Empty: the cluster asks none.
+    cluster_credentials: str = ""
     # The streaming query's checkpoint: empty for the run directory; a URL (file:///shared/...,
     # hdfs://...) under which each run gets its own directory, for clusters with shared storage.
     checkpoint_url: str = ""
@@ -285,6 +299,14 @@ class RunConfig:
         choice(self, "plan", PLANS)
         choice(self, "time_windows", TIME_WINDOW_PLANS)
         choice(self, "database_join", DATABASE_JOIN_PLANS)
+        need(not self.database_dsn or self.database_dsn.startswith("env:") or "=" not in self.database_dsn
+             and "://" not in self.database_dsn, "database_dsn",
+             "names where the DSN is (env:NAME or a file), it is not the DSN itself (it would be recorded)")
+        need(not self.database_dsn.startswith("env:") or bool(re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*",
+                                                                           self.database_dsn)),
+             "database_dsn", f"env:NAME needs an environment variable's name, got {self.database_dsn!r}")
+        need(not self.database_dsn or self.database_join == "lookup", "database_dsn",
+             "your own database serves the \"lookup\" plan only (database_join)")
         choice(self, "patterns", PATTERN_PLANS)
         choice(self, "cores", CORE_PLANS)
         choice(self, "trigger", TRIGGERS)

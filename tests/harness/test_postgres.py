@@ -73,3 +73,65 @@ def test_refuses_an_existing_directory_and_a_bad_table(tmp_path):
     pq.write_table(pa.table({"K": [1, 2]}), tmp_path / "bad.parquet")
     with PostgresServer(tmp_path / "pg") as pg, pytest.raises(CepkitError, match="must start with column ID"):
         pg.load_table(tmp_path / "bad.parquet")
+
+
+def _an_address_beyond_loopback() -> str | None:
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family.name == "AF_INET" and not a.address.startswith("127."):
+                return a.address
+    return None
+
+
+def test_beyond_loopback_every_tcp_connection_needs_the_runs_password(tmp_path):
+    """J3 across hosts (issue 45 item 3): the server listens where the workers reach it and asks
+    every TCP connection, loopback's too, for this server's own password (SCRAM-SHA-256)."""
+    address = _an_address_beyond_loopback()
+    if address is None:
+        pytest.skip("this machine has no IPv4 address beyond loopback")
+    pq.write_table(pa.table({"ID": np.arange(1, 4, dtype=np.int32), "T1": [1.0, 2.0, 3.0]}), tmp_path / "T.parquet")
+    with PostgresServer(tmp_path / "pg", host=address) as pg:
+        assert pg.load_table(tmp_path / "T.parquet") == 3
+        assert f"host={address}" in pg.dsn and pg.password in pg.dsn and pg.password not in pg.public_dsn
+        assert f"password={pg.password}" in pg.jdbc_url and len(pg.password) >= 24
+        with psycopg.connect(pg.dsn) as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+            assert conn.execute("SHOW listen_addresses").fetchone()[0] == address
+            method = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = 'cepkit'").fetchone()[0]
+            assert method.startswith("SCRAM-SHA-256$")
+        for wrong in (pg.public_dsn, pg.public_dsn + " password=guess"):
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(wrong, connect_timeout=5)
+        # The password file initdb read is gone; the server's files hold no copy of it.
+        assert not list(pg.dir.rglob("pwfile"))
+        assert pg.password not in (pg.dir / "server.log").read_text(errors="replace")
+    other = PostgresServer(tmp_path / "pg2")
+    assert other.password != pg.password          # one per server, i.e. per run
+
+
+def test_a_users_own_database_gets_a_schema_of_the_run_and_keeps_its_own_tables(tmp_path):
+    """run.database_dsn (issue 45 item 3): the user's database, its DSN from a 0600 file; the table
+    goes into a fresh schema the yielded DSN searches first, dropped at the end; the user's own `t`
+    is never touched; a DSN that cannot connect is one line without the DSN."""
+    from harness.postgres import load_table, own_database, read_database_dsn
+
+    pq.write_table(pa.table({"ID": np.arange(1, 4, dtype=np.int32), "T1": [1.0, 2.0, 3.0]}), tmp_path / "T.parquet")
+    with PostgresServer(tmp_path / "pg") as pg:
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (mine text)")
+            conn.execute("INSERT INTO t VALUES ('the user''s')")
+        dsn_file = tmp_path / "dsn"
+        dsn_file.touch(mode=0o600)
+        dsn_file.write_text(pg.dsn + "\n")
+        with own_database(read_database_dsn(str(dsn_file)), "run.database_dsn") as (dsn, schema):
+            assert load_table(dsn, tmp_path / "T.parquet") == 3
+            with psycopg.connect(dsn) as conn:     # what the program gets: the run's schema first
+                assert conn.execute("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,), (3,)]
+        with psycopg.connect(pg.dsn) as conn:
+            assert conn.execute("SELECT mine FROM t").fetchall() == [("the user's",)]
+            assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()[0] == 0
+        wrong = pg.public_dsn + " password=not-it"
+        with pytest.raises(CepkitError, match=r"^run\.database_dsn: cannot connect to the database: .*password") as e:
+            with own_database(wrong, "run.database_dsn"):
+                pass
+        assert "not-it" not in str(e.value) and "\n" not in str(e.value)

@@ -9,6 +9,7 @@ Needs root (network namespaces); torn down after each engine's tests, also when 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -60,7 +61,8 @@ def _config(hosts, path: Path, **run) -> Path:
     """The tests' short Pairs run (quick SF=1, replayed at 4x), on the cluster across the hosts."""
     settings = {"engine": hosts["ENGINE"], "master": hosts["MASTER_URL"], "feed_bind": hosts["HARNESS_ADDR"],
                 "checkpoint_url": f"file://{hosts['SHARED_DIR']}/checkpoints",
-                "worker_python": hosts["WORKER_PYTHON"], **run}
+                "worker_python": hosts["WORKER_PYTHON"],
+                **({"cluster_credentials": hosts["CREDENTIALS"]} if hosts.get("CREDENTIALS") else {}), **run}
     head, sep, tail = SHORT_PAIRS.read_text().partition("[run]\n")
     path.write_text(head + sep + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()) + tail)
     return path
@@ -134,15 +136,18 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     time.sleep(1.0)
     secrets_seen: set[str] = set()
     proc = _cepkit(hosts, "pairs", "-c", _config(hosts, tmp_path / "run.toml"), "--out", run_dir, cwd=tmp_path)
+    # Meanwhile a stranger on worker-2, without the cluster's credentials, submits a program of its own.
+    stranger = _submit_as_stranger(hosts, tmp_path)
     # While it runs: the engine's Python workers on the worker hosts, and a stranger on worker-2
     # who knows the feed's and the sink's addresses (the program's arguments) but not the secret.
     script = run_dir / "engine" / ("spark-submit.sh" if hosts["ENGINE"] == "spark" else "flink-run.sh")
-    python_workers, refusals, ports = [], {}, set()
+    python_workers, refusals, ports, command_lines = [], {}, set(), set()
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline and not (python_workers and refusals
                                                                        and secrets_seen):
         time.sleep(1)
         secrets_seen |= _feed_secrets(hosts)
+        command_lines |= _command_lines(hosts)
         python_workers = python_workers or _python_workers_free_of_the_checkout(hosts)
         if script.exists() and not refusals:
             text = script.read_text()
@@ -157,6 +162,7 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     capture.communicate(timeout=30)
     assert proc.returncode == 0, err[-3000:]
     _summary(run_dir, err)
+    _assert_stranger_refused(hosts, stranger)
     # No secret on the wire: the run's secret (read from the feed's environment while it ran) is
     # nowhere in what crossed the bridge, though the handshake and the load did.
     assert len(secrets_seen) == 1, secrets_seen
@@ -166,6 +172,16 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     for form in (secret.encode(), secret.upper().encode(), bytes.fromhex(secret)):
         assert form not in wire             # the feed's and the sink's connections: the handshake only
     _ENGINE_LEAKS[hosts["ENGINE"]] = secret.encode() in engines_own
+    # The cluster's own secret: in its credentials file only, never on the wire, on a command line
+    # (any process of the hosts while the run ran), in the run's files or the daemons' logs.
+    if hosts.get("CREDENTIALS"):
+        cluster_secret = _cluster_secret(hosts)
+        assert cluster_secret not in wire + engines_own
+        assert command_lines and not [c for c in command_lines if cluster_secret in c]
+        for path in [*run_dir.rglob("*"), *hosts["DIR"].glob("*/*.log"), *hosts["DIR"].glob("*/log/*"),
+                     *hosts["DIR"].glob("worker-*/work/*/*/std*")]:
+            if path.is_file():
+                assert cluster_secret not in path.read_bytes(), path
     assert python_workers, "no Python worker of the engine was seen on the worker hosts"
     # The runtime reached the workers the engine's way: Spark's executors fetched runtime.zip
     # (addPyFile) into their work directories; Flink's Python workers run it from the job's
@@ -184,6 +200,87 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
     assert run["spec"]["advertised_host"] == hosts["HARNESS_ADDR"]
     print(f"\n{hosts['ENGINE']} across hosts: {err.strip().splitlines()[-4:]}; python workers: "
           f"{[w for w, _ in python_workers[:2]]}")
+
+
+# A stranger's Spark program: the cluster's master URL, none of its credentials (no SPARK_CONF_DIR).
+_SPARK_STRANGER = r"""
+import sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master(sys.argv[1]).appName("stranger").config("spark.driver.host", sys.argv[2])
+         .config("spark.ui.enabled", "false").getOrCreate())
+print("ran:", spark.sparkContext.parallelize(range(4), 2).map(lambda x: x * x).sum(), flush=True)
+"""
+STRANGER_WAIT_S = 75
+# The names of the JobManager's jobs, asked with the cluster's client certificate.
+_FLINK_JOBS = r"""
+import json, ssl, sys, urllib.request as u
+c = ssl.create_default_context(cafile=sys.argv[1] + "/ca.pem"); c.load_cert_chain(sys.argv[1] + "/client.pem")
+print(json.dumps([j["name"] for j in json.load(u.urlopen(sys.argv[2] + "/jobs/overview", context=c))["jobs"]]))
+"""
+
+
+# A stranger's Flink job submission: the JobManager's REST API (POST /jobs, a job graph of its own)
+# over https without a client certificate, and over plain http; prints what each answered.
+_FLINK_STRANGER = r"""
+import json, ssl, sys, urllib.request as u
+host, port = sys.argv[1], sys.argv[2]
+body = json.dumps({"jobGraphFileName": "stranger.bin", "jobName": "stranger"}).encode()
+for scheme in ("https", "http"):
+    ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    try:
+        r = u.urlopen(u.Request(f"{scheme}://{host}:{port}/jobs", data=body, method="POST",
+                                headers={"Content-Type": "application/json"}), timeout=20,
+                      **({"context": ctx} if scheme == "https" else {}))
+        print(scheme, "served:", r.status, r.read()[:200])
+    except u.HTTPError as e:
+        print(scheme, "answered:", e.code, e.read()[:200])
+    except Exception as e:
+        print(scheme, "refused:", type(e).__name__, e)
+"""
+
+
+def _submit_as_stranger(hosts, tmp_path: Path) -> subprocess.Popen:
+    """On worker-2 (which holds none of the cluster's credentials): a program submitted to the
+    Spark master, given STRANGER_WAIT_S to be served; a job to the Flink JobManager's REST API."""
+    log = open(tmp_path / "stranger.log", "w")
+    if hosts["ENGINE"] == "flink":
+        host, port = hosts["MASTER_URL"].removeprefix("flink://").rsplit(":", 1)
+        cmd = ["bash", SCRIPT, "exec", hosts["DIR"], "worker-2", "timeout", "60", hosts["WORKER_PYTHON"], "-c",
+               _FLINK_STRANGER, host, port]
+    else:
+        cmd = ["bash", SCRIPT, "exec", hosts["DIR"], "worker-2", "timeout", str(STRANGER_WAIT_S), "env", "-u",
+               "SPARK_CONF_DIR", "-u", "PYTHONPATH", hosts["WORKER_PYTHON"], "-c", _SPARK_STRANGER,
+               hosts["MASTER_URL"], hosts["WORKER_ADDRS"].split(",")[1]]
+    proc = subprocess.Popen(list(map(str, cmd)), stdout=log, stderr=subprocess.STDOUT, env=hosts["ENV"],
+                            cwd=tmp_path)
+    proc.log = tmp_path / "stranger.log"
+    return proc
+
+
+def _assert_stranger_refused(hosts, stranger: subprocess.Popen) -> None:
+    """The stranger's program never ran: it did not print its result, the master never listed it
+    among its applications, and its driver was refused at the master's door."""
+    stranger.wait(timeout=STRANGER_WAIT_S + 60)
+    text = stranger.log.read_text(errors="replace")
+    if hosts["ENGINE"] == "flink":
+        # No TLS session without the cluster's client certificate; plain HTTP gets no answer.
+        assert re.search(r"^https refused: (SSLError|URLError|ConnectionResetError)", text, re.M), text
+        assert re.search(r"^http refused: ", text, re.M), text
+        assert "served" not in text and "answered" not in text, text
+        jobs = _on(hosts, "harness", hosts["WORKER_PYTHON"], "-c", _FLINK_JOBS, hosts["CREDENTIALS"],
+                   hosts["UI_URL"], timeout=30)
+        names = json.loads(jobs.stdout)
+        assert names and "stranger" not in names, (names, jobs.stderr)
+        return
+    assert "ran:" not in text, text[-2000:]
+    doc = json.loads(_on(hosts, "harness", hosts["WORKER_PYTHON"], "-c",
+                         f"import urllib.request as u; print(u.urlopen('{hosts['UI_URL']}/json/').read().decode())",
+                         timeout=30).stdout)
+    names = [a.get("name") for a in doc.get("activeapps", []) + doc.get("completedapps", [])]
+    assert "stranger" not in names and names, names
+    assert "Failed to connect to master" in text and "Expected SaslMessage" in text, text[-2000:]
+    master_log = (hosts["DIR"] / "master" / "spark-master.log").read_text(errors="replace")
+    assert "stranger" not in master_log, master_log[-2000:]
 
 
 # Every frame any interface of the namespace sees, appended to argv[1] until SIGTERM.
@@ -222,6 +319,32 @@ def _tcp_payloads(capture: bytes, ports: set[int]) -> tuple[bytes, bytes]:
 _ENGINE_LEAKS: dict[str, bool] = {}
 
 
+def _cluster_secret(hosts) -> bytes:
+    """The cluster's secret, from its credentials (scripts/netns-cluster.sh): Spark's shared secret,
+    the password of Flink's keystore."""
+    if hosts["ENGINE"] == "flink":
+        text = (Path(hosts["CREDENTIALS"]) / "flink-ssl.yaml").read_text()
+        (secret,) = set(re.findall(r"^security\.ssl\.\w+\.\S+-password: (\S+)$", text, re.M))
+        return secret.encode()
+    text = (Path(hosts["CREDENTIALS"]) / "spark-defaults.conf").read_text()
+    (secret,) = re.findall(r"^spark\.authenticate\.secret (\S+)$", text, re.M)
+    assert len(secret) == 64, "a 256-bit secret"
+    return secret.encode()
+
+
+def _command_lines(hosts) -> set[bytes]:
+    """The command lines of every process on the hosts now."""
+    found = set()
+    for host in ("harness", "master", "worker-1", "worker-2"):
+        ns = f"{hosts['NETNS_PREFIX']}-{host}"
+        for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+            try:
+                found.add(Path(f"/proc/{pid}/cmdline").read_bytes())
+            except OSError:
+                continue
+    return found
+
+
 def _feed_secrets(hosts) -> set[str]:
     """The CEPKIT_SECRET of the feed process (harness.driver) running now on the harness host (we are
     root)."""
@@ -239,10 +362,9 @@ def _feed_secrets(hosts) -> set[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 item 1 (open): the engines' own RPC between the "
-                   "program and its executors/TaskManagers is not encrypted, and the run's secret travels in "
-                   "what the program ships to them (the source's options, the pickled clients)")
 def test_the_engines_own_traffic_carries_no_secret(hosts):
+    # The engines' own connections are authenticated and encrypted (the cluster's credentials):
+    # Spark's RPC (spark.network.crypto.enabled), Flink's internal and REST SSL.
     assert _ENGINE_LEAKS.get(hosts["ENGINE"]) is False, _ENGINE_LEAKS
 
 
@@ -282,3 +404,67 @@ def test_a_worker_host_cut_off_for_20_s_recovers_and_passes(hosts, tmp_path):
     assert fault["kind"] == "cut-link" and not fault["note"], fault
     print(f"\n{hosts['ENGINE']} link cut: {[line for line in err.splitlines() if 'fault cut-link' in line]}; "
           f"restarts: {run['restarts']}; sink: {run['sink']}")
+
+
+def test_j3_looks_up_a_password_protected_database_across_hosts(hosts, tmp_path):
+    """J3 across hosts (issue 45 item 3): the kit's PostgreSQL listens on the harness's address with
+    a password made for the run (SCRAM), the workers' lookups reach it, the run PASSES; the
+    password is in none of the run's files and a worker host without it is refused."""
+    from tests.cepkit_app.test_micro_e2e import database_joins
+    from kit.workload import Suite, write_spec
+
+    workload = database_joins()
+    suite = write_spec(Suite("coverage", True, (dataclasses.replace(workload, params=()),)), tmp_path / "suite.xml")
+    settings = {"engine": hosts["ENGINE"], "master": hosts["MASTER_URL"], "feed_bind": hosts["HARNESS_ADDR"],
+                "checkpoint_url": f"file://{hosts['SHARED_DIR']}/checkpoints", "worker_python": hosts["WORKER_PYTHON"],
+                "cluster_credentials": hosts["CREDENTIALS"], "database_join": "lookup"}
+    sets = [a for k, v in settings.items() for a in ("--set", f"run.{k}={json.dumps(v)}")]
+    run_dir = tmp_path / "run"
+    proc = _cepkit(hosts, "micro", "--suite-file", suite, *sets, "--out", run_dir, cwd=tmp_path)
+    dsns: set[str] = set()
+    refused = None
+    while proc.poll() is None:
+        time.sleep(1)
+        dsns |= _program_env(hosts, "CEPKIT_PG_DSN")
+        if dsns and refused is None:
+            # A worker host that knows where the database is, not its password.
+            public = " ".join(p for p in next(iter(dsns)).split() if not p.startswith("password="))
+            refused = _on(hosts, "worker-2", hosts["WORKER_PYTHON"], "-c", _PG_STRANGER, public, timeout=60).stdout
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, (out + err)[-3000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert row["verdict"] == "PASSED", row
+    assert f"PostgreSQL on {hosts['HARNESS_ADDR']}" in err
+    (dsn,) = dsns
+    password = re.search(r"password=(\S+)", dsn)[1]
+    assert f"host={hosts['HARNESS_ADDR']}" in dsn and len(password) >= 24
+    assert refused is not None and refused.startswith("refused:") and "password" in refused, refused
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
+    assert password not in out + err
+
+
+# A stranger's connection to the database: its address, user and name, no password.
+_PG_STRANGER = r"""
+import sys, psycopg
+try:
+    psycopg.connect(sys.argv[1], connect_timeout=10).close()
+    print("served")
+except psycopg.Error as e:
+    print("refused:", str(e).strip().splitlines()[-1])
+"""
+
+
+def _program_env(hosts, name: str) -> set[str]:
+    """The values of the environment variable `name` in the processes on the harness host."""
+    found = set()
+    ns = f"{hosts['NETNS_PREFIX']}-harness"
+    for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+        try:
+            for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                if entry.startswith(name.encode() + b"="):
+                    found.add(entry.split(b"=", 1)[1].decode())
+        except OSError:
+            continue
+    return found
