@@ -1,4 +1,4 @@
-"""Maximum sustainable throughput of the micro workloads Q1, Q2, Q3, J1, J2 and Q7 on each engine.
+"""Maximum sustainable throughput of the micro workloads (and the kit's own ceiling) on each engine.
 
 Each workload gets, on each engine of --engines (one after the other, never two at once), the
 search of cepkit_app/pipelines/sustainable.py that `cepkit micro --sustainable` runs (seed 001,
@@ -16,9 +16,18 @@ quick suite (kit/specs/suites/NAME-quick.xml) whose queries are all of the kind 
     J2  joins          joins-j2-memory-table-t100                 stream-table join (in memory)
     Q7  patterns       patterns-interval-w1s                      pattern
 
+and three named rather than found by kind: Q1 with half the events answered, and the kit's own
+ceiling (the `ceiling` suite: every event read and none answered; every event answered):
+
+    Q1H  filtering     filtering-selectivity-50pct                filter, 50 %
+    NULL  ceiling      ceiling-kit-null                           filter that answers nothing
+    PASS  ceiling      ceiling-kit-pass-through                   filter that answers everything
+
 Prints one table: workload, kind, engine, sustainable ev/s (all streams: the search's rate is per
-stream, J1 has two), the steps it took, whether the confirmation held, and the lowest rate found
-not to keep up (none: every rate tried kept up, so the rate found is a lower bound). The table is
+stream, J1 has two), the steps it took, whether the confirmation held, the lowest rate found
+not to keep up (none: every rate tried kept up, so the rate found is a lower bound), the
+connectors the runs used (source -> sink) and what bounded the search (its first failing step's
+verdict, harness/bound.py): a kit-bound rate is marked as the kit's limit, never the engine's. The table is
 also written to RUNS/sustainable_compare.md, one JSON line per search to
 RUNS/sustainable_compare.jsonl as each ends; every step's run directory stays under
 RUNS/<workload>/<engine>/.
@@ -56,7 +65,9 @@ from kit.workload import Workload, read_suite
 # The issue's kind -> the quick suite holding it; the workload is that suite's first whose queries
 # are all of the kind.
 KINDS = {"Q1": "filtering", "Q2": "count-windows", "Q3": "time-windows", "J1": "joins", "J2": "joins",
-         "Q7": "patterns"}
+         "Q7": "patterns", "Q1H": "filtering", "NULL": "ceiling", "PASS": "ceiling"}
+# Kinds that name their workload rather than take the suite's first of the kind.
+NAMED = {"Q1H": "filtering-selectivity-50pct", "NULL": "ceiling-kit-null", "PASS": "ceiling-kit-pass-through"}
 # The kind's name in the query model (kit.workload: thesis_name), where it differs: a window join is Q5.
 THESIS_NAMES = {"J1": "Q5"}
 DEFAULT_START_EPS = 4000.0     # per stream: above every quick workload's nominal rate (500-1,000)
@@ -67,6 +78,9 @@ def kind_workload(kind: str) -> tuple[str, Workload]:
     if kind not in KINDS:
         raise CepkitError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
     suite = read_suite(suite_path(KINDS[kind], quick=True))
+    if kind in NAMED:
+        (named,) = [w for w in suite.workloads if w.name == NAMED[kind]]
+        return KINDS[kind], named
     name = THESIS_NAMES.get(kind, kind)
     for w in suite.workloads:
         if w.queries and all(q.thesis_name == name for q in w.queries):
@@ -122,6 +136,9 @@ def add_search_options(ap: argparse.ArgumentParser, prefix: str = "", max_steps:
                     help="stop bisecting once the highest rate kept up and the lowest not are within this factor (1.4)")
     ap.add_argument(f"--{prefix}confirm-fraction", dest="search_confirm", type=float, default=0.9, metavar="F",
                     help="the confirming run's rate as a fraction of the rate found (0.9)")
+    ap.add_argument(f"--{prefix}validate-confirmation-only", dest="search_validate_confirmation_only",
+                    action="store_true", help="validate only the confirming run, not every step (a workload that "
+                                              "answers millions of events spends minutes validating each step)")
 
 
 def search_config(args: argparse.Namespace, start_eps: float = DEFAULT_START_EPS,
@@ -129,7 +146,8 @@ def search_config(args: argparse.Namespace, start_eps: float = DEFAULT_START_EPS
     """The SearchConfig of the options (CepkitError for a bad value, before any run)."""
     return SearchConfig(duration_s=args.search_seconds, max_steps=args.search_steps, growth=args.search_growth,
                         precision=args.search_precision, confirm_fraction=args.search_confirm,
-                        start_rate_eps=start_eps, start_rates=start_rates)
+                        start_rate_eps=start_eps, start_rates=start_rates,
+                        validate_steps=not getattr(args, "search_validate_confirmation_only", False))
 
 
 # -- one search as a point ---------------------------------------------------------------------
@@ -140,6 +158,8 @@ def search_point(engine: str, suite: str, workload: Workload, result, search: Se
     streams = len(workload.dataset.stream_names)
     best = result.best_step()
     failing = result.lowest_failing_eps()
+    first = result.first_failing()
+    connectors = next((s.connectors for s in result.steps if s.connectors), None)
     scale = lambda v: None if v is None else round(v * streams, 1)       # noqa: E731
     return {"bench": "sustainable", "engine": engine, "suite": suite, "workload": result.workload, "kind": kind,
             "status": "completed", "message": "", "verdict": "CONFIRMED" if result.confirmed else "NOT CONFIRMED",
@@ -147,7 +167,9 @@ def search_point(engine: str, suite: str, workload: Workload, result, search: Se
             "best_eps": scale(best.rate_eps if best else None), "lowest_failing_eps": scale(failing),
             "lowest_tried_eps": scale(min((s.rate_eps for s in result.steps), default=None)),
             "steps": len(result.steps), "streams": streams, "step_seconds": search.duration_s,
-            "max_steps": search.max_steps, "wall_s": round(wall_s, 1), "run": str(run_dir)}
+            "max_steps": search.max_steps, "wall_s": round(wall_s, 1), "run": str(run_dir),
+            "connectors": connectors, "bound": first.bound if first is not None else None,
+            "kit_bound": result.kit_bound()}
 
 
 def _eps(v) -> str:
@@ -161,6 +183,8 @@ def sustainable_cell(pt: dict) -> str:
         return "–"
     if pt.get("confirmed") and pt.get("sustainable_eps") is not None:
         bound = " (lower bound: every rate tried kept up)" if pt.get("lowest_failing_eps") is None else ""
+        if pt.get("kit_bound"):
+            bound += f" ({(pt.get('bound') or {}).get('label')}: the kit's limit, not the engine's)"
         return _eps(pt["sustainable_eps"]) + bound
     if pt.get("best_eps") is not None:
         return f"{_eps(pt['best_eps'])} (not confirmed)"
@@ -180,7 +204,18 @@ def confirmed_cell(pt: dict) -> str:
     return "yes" if pt.get("confirmed") else "no"
 
 
-HEAD = ("workload", "kind", "engine", "sustainable ev/s (all streams)", "steps", "confirmed", "lowest failing ev/s")
+HEAD = ("workload", "kind", "engine", "sustainable ev/s (all streams)", "steps", "confirmed", "lowest failing ev/s",
+        "connectors", "bound (first failing step)")
+
+
+def connectors_cell(pt: dict) -> str:
+    c = pt.get("connectors")
+    return "–" if not c else f"{c.get('source')} -> {c.get('sink')}"
+
+
+def bound_cell(pt: dict) -> str:
+    b = pt.get("bound")
+    return "–" if not b else str(b.get("label"))
 
 
 def table(points: list[dict]) -> str:
@@ -190,9 +225,11 @@ def table(points: list[dict]) -> str:
         steps = "–" if p.get("status") != "completed" else str(p.get("steps"))
         lines.append(f"| {p['workload']} | {p.get('kind') or '–'} | {p['engine']} | {sustainable_cell(p)} | "
                      f"{steps} | "
-                     f"{confirmed_cell(p)} | {failing_cell(p)} |")
+                     f"{confirmed_cell(p)} | {failing_cell(p)} | {connectors_cell(p)} | {bound_cell(p)} |")
     odd = [f"- {p['workload']} on {p['engine']}: {p['status']}: {p.get('message', '')}"
            for p in points if p.get("status") != "completed"]
+    odd += [f"- {p['workload']} on {p['engine']}: bounded by: {p['bound'].get('why')}"
+            for p in points if p.get("status") == "completed" and p.get("bound")]
     return "\n".join(lines + ([""] + odd if odd else []))
 
 

@@ -284,16 +284,20 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
         # SparkContext installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt);
         # ours stops the query between batches instead.
         install_handlers()
-        partitions = args.source_partitions or (source_partitions(spark) if source_partitions else 1)
-        options = {"partitions": partitions, "pauseFile": pause_file}
-        if args.max_rows_per_batch:
-            options["maxRowsPerBatch"] = args.max_rows_per_batch
         # Where events enter and answers leave (specs/ENGINE_RUN.md, "Connectors"): the JVM source
         # unless the plan hands whole offset ranges to Python (a partition transform), the JVM
         # writer on the executors unless a batch stage runs on the driver; the kit's Python ones
         # when asked (--connectors python) or when the runtime jar is missing, and the plan says so.
         jvm = realtime or (args.connectors == "jvm" and jvm_classes_present(spark))
         connectors = {"source": "python", "sink": "driver-collect", "why": []}
+        # Offset ranges read in parallel per batch: the run's, else the program's, else one per
+        # core for the JVM source (a reader is a task, no Python worker) and one for the Python one.
+        own = source_partitions(spark) if source_partitions else None
+        default = spark.sparkContext.defaultParallelism if jvm and transform is None else 1
+        partitions = args.source_partitions or own or default
+        options = {"partitions": partitions, "pauseFile": pause_file}
+        if args.max_rows_per_batch:
+            options["maxRowsPerBatch"] = args.max_rows_per_batch
         if realtime:
             if not jvm_classes_present(spark):
                 raise CepkitError("--trigger realtime needs cepkit's Spark runtime jar on the class path "

@@ -37,7 +37,9 @@ def test_each_kind_is_the_first_workload_of_its_kind_in_its_quick_suite(sc):
                      "Q3": ("time-windows", "time-windows-rate-q3-range10s-rate500"),
                      "J1": ("joins", "joins-j1-window-size-s100"),
                      "J2": ("joins", "joins-j2-memory-table-t100"),
-                     "Q7": ("patterns", "patterns-interval-w1s")}
+                     "Q7": ("patterns", "patterns-interval-w1s"),
+                     "Q1H": ("filtering", "filtering-selectivity-50pct"),
+                     "NULL": ("ceiling", "ceiling-kit-null"), "PASS": ("ceiling", "ceiling-kit-pass-through")}
     for kind in sc.KINDS:           # the docstring's list is the same
         assert f"{kind}  {picks[kind][0]}" in sc.__doc__ and picks[kind][1] in sc.__doc__
     with pytest.raises(CepkitError, match="Q9"):
@@ -59,9 +61,10 @@ def test_kinds_and_start_rates_parse(sc):
             sc.parse_start_rates([bad], ["spark", "flink"])
 
 
-def _result(workload, confirmed, rates):
+def _result(workload, confirmed, rates, bound=None):
     steps = tuple(Step(n, float(r), "confirm" if confirmed and n == len(rates) else "explore", ok, "", "completed",
-                       "PASSED", 1, 10, 5, 9, 800.0, 90.0, "d") for n, (r, ok) in enumerate(rates, 1))
+                       "PASSED", 1, 10, 5, 9, 800.0, 90.0, "d", connectors={"source": "jvm", "sink": "jvm"},
+                       bound=None if ok else bound) for n, (r, ok) in enumerate(rates, 1))
     return SearchResult(workload, rates[-1][0] / 0.9 if confirmed else None, confirmed, steps)
 
 
@@ -69,8 +72,9 @@ def test_the_table(sc):
     search = SearchConfig(duration_s=5, max_steps=4)
     _, q1 = sc.kind_workload("Q1")
     _, j1 = sc.kind_workload("J1")
+    kit = {"bound": "kit", "part": "feed", "label": "kit-bound (feed)", "why": "the feed at 99 % of one core"}
     points = [sc.search_point("spark", "filtering", q1, _result(q1.name, True, [(4000, True), (16000, False),
-                                                                              (8000, True), (7200, True)]),
+                                                                              (8000, True), (7200, True)], kit),
                               search, 10, "r", "Q1"),
               sc.search_point("flink", "joins", j1, _result(j1.name, True, [(4000, True), (3600, True)]), search, 10,
                               "r", "J1"),
@@ -78,11 +82,14 @@ def test_the_table(sc):
                "status": "error", "message": "RuntimeError: no JVM"}]
     lines = sc.table(points).splitlines()
     assert [c.strip() for c in lines[0].split("|")[1:-1]] == list(sc.HEAD)
-    assert lines[2] == "| filtering-selectivity-5pct | Q1 | spark | 8,000 | 4 | yes | 16,000 |"
+    # A rate the kit's feed bounded is published as the kit's limit, never as the engine's.
+    assert lines[2] == ("| filtering-selectivity-5pct | Q1 | spark | 8,000 (kit-bound (feed): the kit's limit, not the "
+                        "engine's) | 4 | yes | 16,000 | jvm -> jvm | kit-bound (feed) |")
     assert lines[3] == ("| joins-j1-window-size-s100 | J1 | flink | 8,000 (lower bound: every rate tried kept up) | "
-                        "2 | yes | none |")        # two streams: 4,000 per stream is 8,000 in all
-    assert lines[4] == "| filtering-selectivity-5pct | Q1 | flink | – | – | – (error) | – |"
-    assert lines[-1] == "- filtering-selectivity-5pct on flink: error: RuntimeError: no JVM"
+                        "2 | yes | none | jvm -> jvm | – |")        # two streams: 4,000 per stream is 8,000 in all
+    assert lines[4] == "| filtering-selectivity-5pct | Q1 | flink | – | – | – (error) | – | – | – |"
+    assert lines[-2] == "- filtering-selectivity-5pct on flink: error: RuntimeError: no JVM"
+    assert lines[-1] == "- filtering-selectivity-5pct on spark: bounded by: the feed at 99 % of one core"
 
 
 def _script(*args, cwd):

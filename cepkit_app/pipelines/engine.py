@@ -77,7 +77,7 @@ def plan_lines(result) -> tuple[str, ...]:
                      + (f" ({c['why']})" if c.get("why") else ""))
     b = result.bound
     if b:
-        lines.append(f"bound: {b.get('label')}: {b.get('why')}")
+        lines.append(f"bound (as the harness saw the run): {b.get('label')}: {b.get('why')}")
     return tuple(lines)
 
 

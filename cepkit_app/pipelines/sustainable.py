@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.bound import judge
 from kit.errors import CepkitError
 from kit.workload import Load, Workload
 
@@ -209,9 +210,17 @@ def tail_latency_ms(engine_dir: Path, tail_fraction: float) -> int | None:
     return int(np.median(values)) if len(values) else None
 
 
-def _step_bound(bound: dict | None) -> dict | None:
-    """A step's verdict without its per-process list (run.json keeps that)."""
-    return None if not bound else {k: v for k, v in bound.items() if k != "processes"}
+def _step_bound(bound: dict | None, sustainable: bool) -> dict | None:
+    """A step's verdict (harness/bound.py) without its per-process list (run.json keeps that). A
+    run that completed kept up as the harness sees it (its backlog never passed q^b); the search
+    asks more of a step (q^a over the steady tail), so a step it finds unsustainable is judged again
+    as one that fell behind."""
+    if not bound:
+        return None
+    if not sustainable and bound.get("bound") == "none" and "cpu_percent" in bound:
+        bound = {**bound, **judge(bound["cpu_percent"], bound.get("processes") or [], bound.get("cores") or 1,
+                                  kept_up=False, machine_cpu_percent=bound.get("machine_cpu_percent")).to_dict()}
+    return {k: v for k, v in bound.items() if k != "processes"}
 
 
 def at_rate(workload: Workload, rate_eps: float, duration_s: float) -> Workload:
@@ -255,7 +264,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
                     res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib,
                     res.latency_count, res.p99_ci_low_ms, res.p99_ci_high_ms, tail_ms,
-                    getattr(res, "connectors", None), _step_bound(getattr(res, "bound", None)))
+                    getattr(res, "connectors", None), _step_bound(getattr(res, "bound", None), ok))
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
@@ -264,7 +273,8 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
             # missing jar): the rate played no part, so no other rate can be judged either.
             raise CepkitError(f"{workload.name}: step {n} at {rate:,.0f} ev/s: the engine read no event: "
                               f"{res.message} (see {step_dir / 'engine' / 'logs'})")
-        stage(f"{workload.name}: {rate:,.0f} ev/s {'sustainable' if ok else 'NOT sustainable'} ({reason})")
+        judged = "" if ok or not step.bound else f"; bounded by: {step.bound.get('label')}: {step.bound.get('why')}"
+        stage(f"{workload.name}: {rate:,.0f} ev/s {'sustainable' if ok else 'NOT sustainable'} ({reason}{judged})")
         return step
 
     lo, hi = None, None             # highest sustainable, lowest unsustainable

@@ -310,3 +310,18 @@ def test_a_workloads_own_start_rate_comes_first(tmp_path):
     with pytest.raises(CepkitError, match="start_rate_eps must be > 0"):
         SearchConfig(start_rate_eps=-1.0)
 
+
+
+def test_a_step_the_search_finds_behind_is_judged_as_one_that_fell_behind():
+    from cepkit_app.pipelines.sustainable import _step_bound
+
+    # The harness saw the run complete (its backlog stayed under q^b), the search did not (q^a).
+    ran = {"bound": "none", "part": None, "label": "kept up", "why": "kept up", "cores": 2,
+           "cpu_percent": {"engine": 60.0, "kit_in_engine": 1.0, "feed": 97.0, "sink": 5.0},
+           "processes": [{"pid": 7, "part": "feed", "label": "the feed", "cpu_percent": 97.0}],
+           "machine_cpu_percent": 80.0}
+    assert _step_bound(ran, sustainable=True)["label"] == "kept up"
+    behind = _step_bound(ran, sustainable=False)
+    assert (behind["bound"], behind["part"], behind["label"]) == ("kit", "feed", "kit-bound (feed)")
+    assert "processes" not in behind and behind["cpu_percent"]["feed"] == 97.0
+    assert _step_bound(None, sustainable=False) is None
