@@ -153,3 +153,64 @@ def test_a_secret_environment_is_recorded_by_name_only(tmp_path):
     doc = spec.to_dict()
     assert doc["secret_env"] == ["CEPKIT_PG_DSN"] and doc["env"] == {"A": "1"} and "s3cret" not in repr(doc)
     assert "CEPKIT_PG_DSN" not in program_env(spec)      # nor in the by-hand scripts, made of it
+
+
+# ---- the kit's own clusters (cepkit cluster start --host): real daemons, beyond loopback ----
+
+def _address_beyond_loopback() -> str | None:
+    import psutil
+
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family.name == "AF_INET" and not a.address.startswith("127."):
+                return a.address
+    return None
+
+
+@pytest.mark.parametrize("engine", [pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.cluster]),
+                                    pytest.param("flink", marks=[pytest.mark.cluster])])
+def test_a_cluster_started_beyond_loopback_requires_its_credentials(engine, tmp_path):
+    """`cepkit cluster start --host ADDR`: credentials made at start (0700/0600), every daemon with
+    them and none with the secret on its command line; Flink's REST API answers the kit's client
+    certificate only (`cluster status` uses it; a client without one gets no TLS session)."""
+    import urllib.request
+
+    import psutil
+
+    from harness.cluster import cluster_status, start_cluster, stop_cluster
+    from harness.cluster_spec import ClusterSpec
+
+    address = _address_beyond_loopback()
+    if address is None:
+        pytest.skip("this machine has no IPv4 address beyond loopback")
+    directory = tmp_path / "c"
+    info = start_cluster(ClusterSpec(directory, host=address, workers=1, engine=engine,
+                                     memory_per_worker="1g" if engine == "spark" else "1536m"))
+    try:
+        creds = directory / "credentials"
+        assert _mode(creds) == 0o700 and all(_mode(f) == 0o600 for f in creds.iterdir())
+        check_credentials(creds, engine)
+        if engine == "spark":
+            secret = re.search(r"secret (\S+)", (creds / "spark-defaults.conf").read_text())[1]
+        else:
+            secret = next(v for k, v in read_flink_ssl(creds).items() if k.endswith("-password"))
+            assert _mode(directory / "conf" / "config.yaml") == 0o600
+            assert info.webui_url.startswith("https://")
+            ctx = ssl.create_default_context(cafile=str(creds / "ca.pem"))      # trusts it, presents nothing
+            with pytest.raises(OSError):
+                urllib.request.urlopen(info.webui_url + "/overview", timeout=5, context=ctx)
+        status = cluster_status(directory)
+        assert status["state"] == "running", status
+        daemons = [psutil.Process(pid) for pid in info.pids]
+        every = daemons + [c for d in daemons for c in d.children(recursive=True)]
+        lines = []
+        for p in every:
+            try:
+                lines.append(" ".join(p.cmdline()))
+            except psutil.Error:
+                continue            # gone, or a zombie (spark-class's exited launcher)
+        assert len(lines) >= 2 and not [line for line in lines if secret in line]
+        for log in directory.rglob("*.log"):
+            assert secret not in log.read_text(errors="replace"), log
+    finally:
+        stop_cluster(directory)

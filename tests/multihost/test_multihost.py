@@ -1,9 +1,12 @@
 """The benchmarks across hosts: four network namespaces made by scripts/netns-cluster.sh (the
 harness, the engine's master, two workers, each with its own address on a private bridge), the
 workers running the engine from a Python environment without cepkit, in working directories outside
-the checkout (specs/ENGINE_RUN.md, "On several machines"). On each engine: quick SF=1 Pairs (the
-tests' short replay) validated PASSED while a host without the run's secret is refused by the feed
-and the sink; and a worker host whose link is cut for 20 s mid-run.
+the checkout (specs/ENGINE_RUN.md, "On several machines"), the cluster requiring its credentials
+("Authentication": Spark's secret and encrypted RPC, Flink's mutual TLS). On each engine: quick
+SF=1 Pairs (the tests' short replay) validated PASSED while a host without the run's secret is
+refused by the feed and the sink and a host without the cluster's credentials by the master /
+JobManager, with no secret on the wire; J3 against the kit's password-protected PostgreSQL; and a
+worker host whose link is cut for 20 s mid-run.
 
 Needs root (network namespaces); torn down after each engine's tests, also when they fail."""
 
