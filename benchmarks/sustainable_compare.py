@@ -40,6 +40,13 @@ steps) takes up to about 2 hours; --kinds, --max-steps and --step-seconds make a
     .venv/bin/python benchmarks/sustainable_compare.py [--engines spark,flink] [--kinds Q1,Q2,Q3,J1,J2,Q7]
            [--step-seconds 20] [--max-steps 8] [--start-rate [[ENGINE:]KIND=]4000 ...] [--growth 4] [--precision 1.4]
            [--confirm-fraction 0.9] [--master 'local[2]'] [--runs runs/sustainable-compare] [--set KEY=VALUE ...]
+           [--results results/throughput/figures.json]
+
+With --results FILE the points also go into that committed results file (kind
+cepkit.throughput-figures; the docs' results pages draw it), each with what produced it: the
+command, the commit, the machine, the trigger and connectors, the repetitions and the verdict of
+its first failing step. A point replaces the file's earlier point of the same workload, engine and
+trigger; the others stay.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ import shlex
 import sys
 import time
 import traceback
+
+import psutil
 from pathlib import Path
 
 from benchmarks_common import checkout_version
@@ -185,6 +194,8 @@ def sustainable_cell(pt: dict) -> str:
         bound = " (lower bound: every rate tried kept up)" if pt.get("lowest_failing_eps") is None else ""
         if pt.get("kit_bound"):
             bound += f" ({(pt.get('bound') or {}).get('label')}: the kit's limit, not the engine's)"
+        elif (pt.get("bound") or {}).get("bound") == "other":
+            bound += " (other load on the machine: not a figure; measure again alone)"
         return _eps(pt["sustainable_eps"]) + bound
     if pt.get("best_eps") is not None:
         return f"{_eps(pt['best_eps'])} (not confirmed)"
@@ -269,6 +280,9 @@ def main() -> int:
                                                  "runs/sustainable-compare-DATE-TIME)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for every run (repeatable); --master and the engine win over it")
+    ap.add_argument("--results", default=None, metavar="FILE",
+                    help="also record every point, with its provenance, in this results file (kind "
+                         "cepkit.throughput-figures; e.g. results/throughput/figures.json)")
     args = ap.parse_args()
     try:
         engines = list(engine_list(args.engines))
@@ -280,6 +294,9 @@ def main() -> int:
         configs = {(k, e): search_config(args, start_rate(starts, e, k)) for k in kinds for e in engines}
         runs = Path(args.runs or f"runs/sustainable-compare-{time.strftime('%Y%m%d-%H%M%S')}")
         check_parent(runs)
+        if args.results:
+            check_parent(Path(args.results))
+            read_figures(Path(args.results))        # a bad file is one line now, not after the runs
         runs.mkdir(parents=True)
     except FileExistsError:
         ap.error(f"--runs {args.runs}: exists; give a new directory")
@@ -312,8 +329,57 @@ def main() -> int:
              f"command: `{command}`; {(time.time() - started) / 60:.0f} min.")
     atomic_write(runs / "sustainable_compare.md",
                  f"# Maximum sustainable throughput: {', '.join(engines)}\n\n{notes}\n\n{text}\n")
+    if args.results:
+        record_figures(Path(args.results), points, command, args)
+        print(f"results: {args.results}", file=sys.stderr)
     print(f"\ntable: {runs / 'sustainable_compare.md'}", file=sys.stderr)
     return code
+
+
+# -- the committed results file ---------------------------------------------------------------
+
+FIGURES_KIND = "cepkit.throughput-figures"
+
+
+def read_figures(path: Path) -> dict:
+    """The results file (a new one when absent); CepkitError naming the file when it is not one."""
+    if not path.exists():
+        return {"kind": FIGURES_KIND, "schema_version": 1, "points": []}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CepkitError(f"{path}: cannot read: {e}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != FIGURES_KIND or not isinstance(doc.get("points"), list):
+        raise CepkitError(f"{path}: kind: expected a {FIGURES_KIND} file with a points list")
+    return doc
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    model = ""
+    try:
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cores": os.cpu_count(), "cpu": model or None,
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1)}
+
+
+def record_figures(path: Path, points: list[dict], command: str, args) -> None:
+    """Put `points` into the results file at `path`, each with its provenance (module doc)."""
+    doc = read_figures(path)
+    overrides = dict(o.split("=", 1) for o in args.overrides if "=" in o)
+    trigger = overrides.get("run.trigger", "micro-batch").strip("'\"")
+    provenance = {"command": command, "commit": checkout_version(), "machine": machine(),
+                  "measured": time.strftime("%Y-%m-%d"), "master": args.master, "trigger": trigger,
+                  "step_seconds": args.search_seconds, "max_steps": args.search_steps, "repetitions": 1,
+                  "alone": True}
+    keep = {(p["workload"], p["engine"], trigger) for p in points}
+    doc["points"] = [p for p in doc["points"] if (p["workload"], p["engine"], p.get("trigger")) not in keep]
+    doc["points"] += [{**p, **provenance} for p in points]
+    # The file is a record that grows: it is replaced whole (atomically), never left half-written.
+    atomic_write(path, json.dumps(doc, indent=1, default=str) + "\n", overwrite=True)
 
 
 if __name__ == "__main__":

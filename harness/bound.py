@@ -12,7 +12,8 @@ splits the CPU a run used into four parts, by process:
 
 `judge` turns them into the run's verdict: `none` (the run kept up: nothing bounded it at this
 rate), `kit` with the part that was saturated (a kit process busy at least `SATURATED` of one core,
-or the kit's parts taking most of a saturated machine), or `engine`. A kit process is judged on one
+or the kit's parts taking most of a saturated machine), `other` (the machine was saturated by work
+outside the run: the figure is no one's, run it again alone), or `engine`. A kit process is judged on one
 core: the feed, the sink and the Python workers each do their work on one thread (the GIL), so one
 of them at a whole core is the limit whatever the machine has left.
 """
@@ -29,7 +30,10 @@ PART_NAMES = {"engine": "the engine's JVMs", "kit_in_engine": "the kit's code in
 SATURATED = 85.0
 # The machine is saturated when this much of all its cores is busy.
 MACHINE_SATURATED = 85.0
-BOUNDS = ("none", "engine", "kit")
+# The machine's busy share outside the run's processes, in cores, from which a saturated machine is
+# blamed on other work rather than on the run's parts.
+OTHER_LOAD_CORES = 0.5
+BOUNDS = ("none", "engine", "kit", "other")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class Verdict:
         """As the summaries print it: `engine`, `kit-bound (feed)`, `kept up`."""
         if self.bound == "kit":
             return f"kit-bound ({self.part.replace('_', ' ')})"
-        return "kept up" if self.bound == "none" else "engine"
+        return {"none": "kept up", "other": "other load on the machine"}.get(self.bound, "engine")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "label": self.label}
@@ -76,6 +80,11 @@ def judge(parts_cpu: dict[str, float], processes: list[dict], cores: int, kept_u
         return Verdict("kit", p["part"], f"{p['label']} was at {p['cpu_percent']:.0f} % of one core, the most one "
                                          f"thread of it can use (CPU, % of one core: {shares})")
     busy = machine_cpu_percent if machine_cpu_percent is not None else total / max(cores, 1)
+    other_cores = busy / 100.0 * cores - total / 100.0
+    if busy >= MACHINE_SATURATED and other_cores >= OTHER_LOAD_CORES:
+        return Verdict("other", None, f"the machine was saturated ({busy:.0f} % of {cores} cores), {other_cores:.1f} "
+                                      f"cores of it by work outside this run (CPU, % of one core: {shares}): "
+                                      "measure again alone")
     if busy >= MACHINE_SATURATED:
         kit = {k: parts_cpu.get(k, 0.0) for k in KIT_PARTS}
         part = max(kit, key=kit.get)

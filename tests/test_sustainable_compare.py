@@ -8,6 +8,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -146,3 +147,23 @@ def test_a_tiny_search_on_flink(tmp_path):
     assert run["spec"]["engine"] == "flink"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mode"] == "sustainable" and summary["workloads"][0]["confirmed"]
+
+
+def test_points_go_into_the_results_file_with_their_provenance(sc, tmp_path):
+    search = SearchConfig(duration_s=5, max_steps=4)
+    _, q1 = sc.kind_workload("Q1")
+    args = SimpleNamespace(overrides=["run.trigger='realtime'"], master="local[2]", search_seconds=5.0, search_steps=4)
+    point = sc.search_point("spark", "filtering", q1, _result(q1.name, True, [(4000, True), (3600, True)]), search,
+                            10, "r", "Q1")
+    path = tmp_path / "results" / "figures.json"
+    path.parent.mkdir()
+    sc.record_figures(path, [point], "python benchmarks/sustainable_compare.py --kinds Q1", args)
+    sc.record_figures(path, [{**point, "sustainable_eps": 1.0}], "again", args)     # replaces its own point
+    doc = json.loads(path.read_text())
+    assert doc["kind"] == "cepkit.throughput-figures" and len(doc["points"]) == 1
+    (p,) = doc["points"]
+    assert (p["sustainable_eps"], p["command"], p["trigger"], p["master"]) == (1.0, "again", "realtime", "local[2]")
+    assert p["machine"]["cores"] and p["commit"] and p["connectors"] == {"source": "jvm", "sink": "jvm"}
+    path.write_text('{"kind": "something else"}')
+    with pytest.raises(CepkitError, match="figures.json: kind"):
+        sc.read_figures(path)

@@ -167,6 +167,8 @@ def search_table(results: list) -> str:
         found = _fmt(row["sustainable_eps"], ",.0f")
         if r.kit_bound() and row["sustainable_eps"] is not None:
             found = f"{found} ({row['bound']}: the kit's limit, not the engine's)"
+        elif row["bound"] == "other load on the machine" and row["sustainable_eps"] is not None:
+            found = f"{found} (other load on the machine: not a figure; measure again alone)"
         line = (f"| {r.workload} | {found} | {failing} | {'yes' if r.confirmed else 'no'} | "
                 f"{row['steps']} | {_fmt(row['latency_count'], ',')} | {_fmt(row['p50_ms'], ',')} | "
                 f"{_p99(row)} | "

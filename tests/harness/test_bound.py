@@ -33,6 +33,13 @@ def test_a_saturated_machine_is_the_engines_when_its_jvms_used_most_of_it():
     assert (v.bound, v.part) == ("kit", "kit_in_engine")
 
 
+def test_a_machine_saturated_by_other_work_is_no_ones_figure():
+    v = judge({"engine": 50, "kit_in_engine": 1, "feed": 15, "sink": 13}, _procs(feed=15), cores=2, kept_up=False,
+              machine_cpu_percent=95)
+    assert (v.bound, v.part, v.label) == ("other", None, "other load on the machine")
+    assert "1.1 cores of it by work outside this run" in v.why and "alone" in v.why
+
+
 def test_nothing_saturated_is_the_engines_own_limit():
     v = judge({"engine": 50, "feed": 20}, _procs(feed=20), cores=2, kept_up=False, machine_cpu_percent=40)
     assert (v.bound, v.label) == ("engine", "engine") and "no part of the kit was saturated" in v.why
