@@ -476,6 +476,11 @@ def _read_micro(run: Path, engine: str) -> RunResult:
         log = _read_log(edir, notes) if rec is not None else None
         _micro_latency(unit, row, log, path, prefix, notes)
         _engine_cells(unit, rec, None if edir is None else edir / "run.json")
+        if mode == "sustainable" and isinstance(row.get("bound"), str) and row["bound"] != "-":
+            # A search is bounded where its first step failed, not where its best step kept up.
+            why = row.get("bound_why")
+            text = row["bound"] + (f": {why}" if isinstance(why, str) and why else "")
+            unit.add("bound", "what bounded the search (its first failing step)", Cell(text, row["bound"]))
         if rec is not None:
             unit.series = _series(edir, rec, log, notes)
         units.append(unit)

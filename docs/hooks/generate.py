@@ -480,6 +480,78 @@ def suite_mentioned(note: str, suite: str) -> bool:
     return any(w.lower() in note.lower() for w in words.get(suite, (suite,)))
 
 
+# -- throughput and the kit's ceiling (benchmarks/sustainable_compare.py --results) ------------------
+
+THROUGHPUT = ROOT / "results" / "throughput" / "figures.json"
+THROUGHPUT_PAGE = "results/throughput.md"
+
+
+def _eps_cell(pt: dict) -> str:
+    eps = pt.get("sustainable_eps")
+    if not pt.get("confirmed") or eps is None:
+        return "none confirmed"
+    text = f"{eps:,.0f}" + (" (≥: every rate tried kept up)" if pt.get("lowest_failing_eps") is None else "")
+    bound = pt.get("bound") or {}
+    if pt.get("kit_bound"):
+        text += f" **{bound.get('label')}: the kit's limit, not the engine's**"
+    elif bound.get("bound") == "other":
+        text += " (other load on the machine: not a figure)"
+    return text
+
+
+def throughput_page(path: Path = THROUGHPUT) -> str | None:
+    """The page of the committed throughput figures: each engine's kit ceiling (null and
+    pass-through) beside the figures it bounds, each point with what produced it."""
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{path}: cannot read the results file: {e}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "cepkit.throughput-figures":
+        raise SystemExit(f"{path}: kind: expected 'cepkit.throughput-figures', got {doc.get('kind')!r}")
+    points = doc.get("points") or []
+    rel = path.relative_to(ROOT).as_posix()
+    lines = ["# Throughput and the kit's ceiling", "",
+             f"Drawn at this site's build from `{rel}` (written by `benchmarks/sustainable_compare.py --results`; "
+             f"the file's last commit: {_recorded(_results_commit(path))}).", "",
+             "Each engine and trigger's **ceiling** is the most the kit can feed and collect through it: "
+             "`ceiling-kit-null` reads every event and answers none, `ceiling-kit-pass-through` answers every "
+             "event. A figure near its ceiling is the kit's, not the engine's. Every figure carries the "
+             "connectors its runs used (source → sink; a sink `driver-collect` means the plan collects every "
+             "answer to Spark's driver, where the kit's core runs) and the verdict of its search's first failing step "
+             "(what bounded it: [what bounds a run](../concepts/bounds.md)).", ""]
+    head = ("workload", "engine", "trigger", "connectors", "max sustainable ev/s", "lowest failing ev/s",
+            "bound (first failing step)", "steps")
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    order = {"ceiling-kit-null": 0, "ceiling-kit-pass-through": 1}
+    for pt in sorted(points, key=lambda p: (p.get("engine", ""), p.get("trigger", ""),
+                                             order.get(p.get("workload"), 2), p.get("workload", ""))):
+        c = pt.get("connectors") or {}
+        connectors = (_cell(f"{c.get('source')} → {c.get('sink')}" + (f" ({c['why']})" if c.get("why") else ""))
+                      if c else NOT_RECORDED)
+        failing = pt.get("lowest_failing_eps")
+        lines.append(f"| {_cell(pt.get('workload'))} | {_cell(pt.get('engine'))} | {_recorded(pt.get('trigger'))} | "
+                     f"{connectors} | "
+                     f"{_eps_cell(pt)} | {'none' if failing is None else f'{failing:,.0f}'} | "
+                     f"{'none: every step kept up' if failing is None else _recorded((pt.get('bound') or {}).get('label'))} | "
+                     f"{_recorded(pt.get('steps'))} |")
+    lines += ["", "## How each figure was made", ""]
+    for pt in points:
+        m = pt.get("machine") or {}
+        lines += [f"### {pt.get('workload')} on {pt.get('engine')} ({pt.get('trigger')})", ""]
+        lines += _provenance([("command", f"`{pt.get('command')}`" if pt.get("command") else None),
+                              ("commit", pt.get("commit")), ("measured", pt.get("measured")),
+                              ("machine", f"{m.get('cores')} cores, {m.get('cpu')}, {m.get('memory_gib')} GiB"
+                               if m else None),
+                              ("alone on the machine", "yes" if pt.get("alone") else None),
+                              ("repetitions", pt.get("repetitions")), ("steps", pt.get("steps")),
+                              ("step length", f"{pt.get('step_seconds')} s" if pt.get("step_seconds") else None),
+                              ("what bounded it", (pt.get("bound") or {}).get("why")),
+                              ("run directory", pt.get("run"))])
+    return "\n".join(lines) + "\n"
+
+
 # -- mkdocs ----------------------------------------------------------------------------------
 
 def generated_pages() -> dict[str, str | bytes]:
@@ -494,6 +566,9 @@ def generated_pages() -> dict[str, str | bytes]:
             pages[f"examples/external_engine/{f.name}"] = f.read_text(encoding="utf-8")
     for path in results_files():
         pages.update(results_pages(path))
+    throughput = throughput_page()
+    if throughput is not None:
+        pages[THROUGHPUT_PAGE] = throughput
     return pages
 
 
@@ -520,6 +595,8 @@ def _expand_nav(config, pages) -> None:
         results += [{f"{path.parent.name}: overview": f"{base}/index.md"}, {"Pairs (Table 7.1)": f"{base}/pairs.md"}]
         results += [{SUITE_TITLES.get(Path(u).stem, Path(u).stem): u} for u in pages
                     if u.startswith(base + "/") and u.endswith(".md") and Path(u).stem not in ("index", "pairs")]
+    if THROUGHPUT_PAGE in pages:
+        results.append({"Throughput and the kit's ceiling": THROUGHPUT_PAGE})
 
     def walk(items):
         for item in items or []:

@@ -197,8 +197,9 @@ class RunConfig:
     buckets: int = 0
     master: str = "local[*]"
     shuffle_partitions: int = 2
-    # Offset ranges the engine's source reads in parallel per batch; 0: the program's choice (the
-    # Pairs program reads one per core, microbenchmark programs one).
+    # Offset ranges (Spark) or splits (Flink) the engine's source reads in parallel; 0: the
+    # program's choice (the Pairs program one per core; Spark's JVM source one per core; Flink's
+    # JVM source and the Python source one).
     source_partitions: int = 0
     # Spark micro-batches: most events one batch reads (0: no cap). An engine that falls behind
     # otherwise reads everything waiting in its next batch, each batch bigger and slower than the

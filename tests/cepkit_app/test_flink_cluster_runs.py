@@ -220,8 +220,13 @@ def test_the_written_flink_run_line_run_by_hand_is_a_validated_run_with_the_runt
     # the job's Python (parallelism 2 over two 1-slot TaskManagers, asserted above; without the
     # runtime a task fails and the run with it), but a TaskManager may drop a finished job's blobs
     # before this looks (seen once on a slow machine: one of the two stores left), so at least one.
+    # The job also ships cepkit's Flink jar (its JVM source and sink, pipeline.jars) the same way.
     blobs = list(info.directory.glob(f"tmp/tm_*/blobStorage/job_{started['run_id']}/blob_p-*"))
-    assert 1 <= len(blobs) <= 2 and all(b.read_bytes() == (run_dir / "runtime.zip").read_bytes() for b in blobs), blobs
+    runtime = (run_dir / "runtime.zip").read_bytes()
+    zips = [b for b in blobs if b.read_bytes() == runtime]
+    assert 1 <= len(zips) <= 2, blobs
+    jar = Path(run["runtime_jar"]).read_bytes() if run.get("runtime_jar") else None
+    assert all(jar is not None and b.read_bytes() == jar for b in blobs if b not in zips), blobs
     script_text = script.read_text()
     assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script_text and "-pyfs " in script_text
 
