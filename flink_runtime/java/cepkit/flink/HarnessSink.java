@@ -1,9 +1,7 @@
 package cepkit.flink;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.nio.channels.Channels;
-import java.nio.charset.StandardCharsets;
+
 import java.sql.Timestamp;
 import java.time.Instant;
 import java.time.LocalDateTime;
@@ -16,18 +14,11 @@ import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
+import cepkit.wire.ArrowRows;
 import cepkit.wire.FrameClient;
 
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.Float8Vector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.arrow.vector.types.FloatingPointPrecision;
 import org.apache.arrow.vector.types.pojo.ArrowType;
 import org.apache.arrow.vector.types.pojo.Field;
@@ -344,46 +335,11 @@ public final class HarnessSink implements Sink<Row> {
           header.put("stream", e.getKey());
           header.put("batch_id", batchId);
           header.put("epoch", epoch);
-          client.request(header, encode(layout.schemas.get(e.getKey()), e.getValue()), 0);
+          client.request(header, ArrowRows.encode(layout.schemas.get(e.getKey()), e.getValue(), alloc), 0);
         }
       }
     }
 
-    private byte[] encode(Schema schema, List<Object[]> rows) throws IOException {
-      ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rows.size() * 32);
-      try (VectorSchemaRoot root = VectorSchemaRoot.create(schema, alloc)) {
-        root.allocateNew();
-        int n = rows.size();
-        List<FieldVector> vectors = root.getFieldVectors();
-        for (int c = 0; c < vectors.size(); c++) {
-          FieldVector v = vectors.get(c);
-          for (int r = 0; r < n; r++) {
-            Object value = rows.get(r)[c];
-            if (value == null) {
-              v.setNull(r);
-            } else if (v instanceof VarCharVector) {
-              ((VarCharVector) v).setSafe(r, value.toString().getBytes(StandardCharsets.UTF_8));
-            } else if (v instanceof IntVector) {
-              ((IntVector) v).setSafe(r, ((Number) value).intValue());
-            } else if (v instanceof BigIntVector) {
-              ((BigIntVector) v).setSafe(r, ((Number) value).longValue());
-            } else if (v instanceof Float8Vector) {
-              ((Float8Vector) v).setSafe(r, ((Number) value).doubleValue());
-            } else {
-              ((BitVector) v).setSafe(r, ((Boolean) value) ? 1 : 0);
-            }
-          }
-          v.setValueCount(n);
-        }
-        root.setRowCount(n);
-        try (ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(bytes))) {
-          writer.start();
-          writer.writeBatch();
-          writer.end();
-        }
-      }
-      return bytes.toByteArray();
-    }
 
     @Override
     public void close() throws Exception {

@@ -1,11 +1,9 @@
 package cepkit.spark;
 
+import cepkit.wire.ArrowRows;
 import cepkit.wire.FrameClient;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.nio.channels.Channels;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -16,14 +14,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.Float8Vector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.arrow.vector.types.FloatingPointPrecision;
 import org.apache.arrow.vector.types.pojo.ArrowType;
 import org.apache.arrow.vector.types.pojo.Field;
@@ -291,45 +281,10 @@ public final class SinkWriter extends ForeachWriter<Row> {
       header.put("stream", e.getKey());
       header.put("batch_id", nextBatchId++);
       header.put("epoch", epoch);
-      client.request(header, encode(arrowSchemas.get(e.getKey()), e.getValue()), 0);
+      client.request(header, ArrowRows.encode(arrowSchemas.get(e.getKey()), e.getValue(), alloc), 0);
       SENT_ROWS.addAndGet(e.getValue().size());
       SENT_EMITS.incrementAndGet();
     }
   }
 
-  private byte[] encode(Schema arrowSchema, List<Object[]> rows) throws IOException {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rows.size() * 32);
-    try (VectorSchemaRoot root = VectorSchemaRoot.create(arrowSchema, alloc)) {
-      root.allocateNew();
-      int n = rows.size();
-      List<FieldVector> vectors = root.getFieldVectors();
-      for (int c = 0; c < vectors.size(); c++) {
-        FieldVector v = vectors.get(c);
-        for (int r = 0; r < n; r++) {
-          Object value = rows.get(r)[c];
-          if (value == null) {
-            v.setNull(r);
-          } else if (v instanceof VarCharVector) {
-            ((VarCharVector) v).setSafe(r, value.toString().getBytes(StandardCharsets.UTF_8));
-          } else if (v instanceof IntVector) {
-            ((IntVector) v).setSafe(r, ((Number) value).intValue());
-          } else if (v instanceof BigIntVector) {
-            ((BigIntVector) v).setSafe(r, ((Number) value).longValue());
-          } else if (v instanceof Float8Vector) {
-            ((Float8Vector) v).setSafe(r, ((Number) value).doubleValue());
-          } else {
-            ((BitVector) v).setSafe(r, ((Boolean) value) ? 1 : 0);
-          }
-        }
-        v.setValueCount(n);
-      }
-      root.setRowCount(n);
-      try (ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(bytes))) {
-        writer.start();
-        writer.writeBatch();
-        writer.end();
-      }
-    }
-    return bytes.toByteArray();
-  }
 }
