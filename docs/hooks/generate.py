@@ -372,6 +372,15 @@ def results_pages(path: Path) -> dict[str, str | bytes]:
     source_line = (f"Drawn at this site's build from `{rel}` (written by `benchmarks/thesis_results.py`, "
                    f"generated {doc.get('generated') or NOT_RECORDED}; last committed in "
                    f"{commit or NOT_RECORDED}). Nothing here is typed by hand.")
+    if not any(isinstance(r, dict) and (r.get("bound") or r.get("verdict_bound")) for r in doc.get("micro") or []):
+        # Figures from before every run said what bounded it (specs/ENGINE_RUN.md, "What bounded a run").
+        source_line += ("\n\n!!! warning \"No verdict on what bounded these figures\"\n"
+                        "    They were measured before the kit's JVM connectors and its verdicts: Flink's events "
+                        "entered through the kit's Python puller one row at a time and its answers left through a "
+                        "Python emitter, and Spark's count windows and Q7 ran the kit's core on the driver, as did "
+                        "both engines' Pairs buckets in Python. They may be the kit's limit rather than the "
+                        "engine's, and are not published as the engines' until they are measured again with a "
+                        "verdict ([throughput and the kit's ceiling](../throughput.md) has figures that carry one).")
     notes = [str(n) for n in doc.get("notes") or []]
     pages: dict[str, str | bytes] = {}
     base = f"results/{name}"

@@ -46,6 +46,8 @@ def installed(tmp_path_factory):
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "specs/"))]
     assert "harness/java/QuietLocalFileSystem.java" in names     # harness/local_fs.py compiles it
     assert "spark_runtime/java/cepkit/spark/FeedSource.java" in names     # and harness/runtime_jar.py these
+    assert "runtime_common/java/cepkit/wire/FrameClient.java" in names    # (with the one wire library)
+    assert "flink_runtime/java/cepkit/flink/FeedSource.java" in names     # and harness/flink_jar.py these
     assert "validator/templates/sweep.html.j2" in names
     base = getattr(sys, "_base_executable", sys.executable)
     _run([base, "-m", "venv", root / "venv"], cwd=root)
