@@ -106,6 +106,13 @@ def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     connectors = run["plan"]["connectors"]
     assert connectors["source"] == "jvm"
     assert connectors["sink"] == ("jvm" if cores == "operator" else "driver-collect"), connectors
+    if cores != "operator":
+        # The driver-collect plan times addBatch's halves: the collect (with the driver's cores) and the sink.
+        stdout = [json.loads(line) for line in
+                  (run_dir / "every-kind" / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
+        timed = [e for e in stdout if e.get("event") == "batch" and e.get("foreach_batch")]
+        assert timed and all(b["foreach_batch"]["collect"] + b["foreach_batch"]["sink"]
+                             <= b["durations_ms"]["addBatch"] + 1 for b in timed)
     if faults:
         (fault,) = run["faults"]
         assert fault["kind"] == "kill-engine" and fault["restarted_ms"], fault

@@ -140,7 +140,11 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps_and_refuses_s
     # Pulled after it was due, delivered after it was pulled.
     assert (echo["ingestTS"] >= echo["inputTS"]).all()
     assert (echo["arrivalTS"] >= echo["ingestTS"]).all()
-    assert echo["batchId"].min() >= 1        # batch 0 is the empty warm-up batch before the run starts
+    # The answers left from the executors through the JVM writer (specs/ENGINE_RUN.md, "Connectors"),
+    # whose emits carry each task's epoch and number their batch ids from 0 within it.
+    run_record = json.loads((run_dir / "run.json").read_text())
+    assert run_record["plan"]["connectors"]["sink"] == "jvm", run_record["plan"]
+    assert echo["batchId"].min() >= 0
 
     backlog = (run_dir / "metrics" / "backlog.csv").read_text().splitlines()
     assert backlog[0] == "ts_ms,released,pulled,backlog" and len(backlog) >= 3
@@ -170,11 +174,9 @@ def test_echo_run_delivers_every_event_once_with_consistent_stamps_and_refuses_s
     assert [b["batch_id"] for b in batches] == list(range(len(batches)))
     assert sum(b["input_rows"] for b in batches) == n
     assert all(b["durations_ms"]["triggerExecution"] >= b["durations_ms"].get("addBatch", 0) for b in batches)
-    # ... and, for every batch the sink saw, addBatch's halves as the program timed them.
-    timed = [b for b in batches if b["foreach_batch"]]
-    assert sum(b["foreach_batch"]["output_rows"] for b in timed) == n
-    assert all(b["foreach_batch"]["collect"] + b["foreach_batch"]["sink"] <= b["durations_ms"]["addBatch"] + 1
-               for b in timed)
+    # ... and no foreachBatch halves: the executors' JVM writer sent the answers, nothing was
+    # collected to the driver (tests/spark_runtime and the driver-collect plans time those).
+    assert not [b for b in batches if b["foreach_batch"]]
     versions = json.loads((run_dir / "versions.json").read_text())
     assert versions["pyspark"] == "4.3.0" and versions["java"]
     assert json.loads((run_dir / "machine.json").read_text())["cpu_count"] >= 1
