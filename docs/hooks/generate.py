@@ -540,7 +540,8 @@ def throughput_page(path: Path = THROUGHPUT) -> str | None:
         connectors = (_cell(f"{c.get('source')} → {c.get('sink')}" + (f" ({c['why']})" if c.get("why") else ""))
                       if c else NOT_RECORDED)
         failing = pt.get("lowest_failing_eps")
-        lines.append(f"| {_cell(pt.get('workload'))} | {_cell(pt.get('engine'))} | {_recorded(pt.get('trigger'))} | "
+        trigger = "streaming" if pt.get("engine") == "flink" else pt.get("trigger")   # Flink has no trigger
+        lines.append(f"| {_cell(pt.get('workload'))} | {_cell(pt.get('engine'))} | {_recorded(trigger)} | "
                      f"{connectors} | "
                      f"{_eps_cell(pt)} | {'none' if failing is None else f'{failing:,.0f}'} | "
                      f"{'none: every step kept up' if failing is None else _recorded((pt.get('bound') or {}).get('label'))} | "
@@ -548,7 +549,8 @@ def throughput_page(path: Path = THROUGHPUT) -> str | None:
     lines += ["", "## How each figure was made", ""]
     for pt in points:
         m = pt.get("machine") or {}
-        lines += [f"### {pt.get('workload')} on {pt.get('engine')} ({pt.get('trigger')})", ""]
+        lines += [f"### {pt.get('workload')} on {pt.get('engine')} "
+                  f"({'streaming' if pt.get('engine') == 'flink' else pt.get('trigger')})", ""]
         lines += _provenance([("command", f"`{pt.get('command')}`" if pt.get("command") else None),
                               ("commit", pt.get("commit")), ("measured", pt.get("measured")),
                               ("machine", f"{m.get('cores')} cores, {m.get('cpu')}, {m.get('memory_gib')} GiB"
