@@ -181,8 +181,10 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
         cluster_secret = _cluster_secret(hosts)
         assert cluster_secret not in wire + engines_own
         assert command_lines and not [c for c in command_lines if cluster_secret in c]
+        # Each worker host's Spark work directory holds its executors' stdout and stderr.
+        executor_logs = [p for w in hosts["DIR"].glob("worker-*") for p in (w / "work").glob("*/*/std*")]
         for path in [*run_dir.rglob("*"), *hosts["DIR"].glob("*/*.log"), *hosts["DIR"].glob("*/log/*"),
-                     *hosts["DIR"].glob("worker-*/work/*/*/std*")]:
+                     *executor_logs]:
             if path.is_file():
                 assert cluster_secret not in path.read_bytes(), path
     assert python_workers, "no Python worker of the engine was seen on the worker hosts"

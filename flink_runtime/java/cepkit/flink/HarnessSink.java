@@ -7,7 +7,6 @@ import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -106,15 +105,7 @@ public final class HarnessSink implements Sink<Row> {
 
     static Layout of(String streamsJson) {
       Layout out = new Layout();
-      JsonNode streams;
-      try {
-        streams = FrameClient.JSON.readTree(streamsJson);
-      } catch (IOException e) {
-        throw new IllegalArgumentException("cepkit sink: the stream map is not JSON: " + e.getMessage());
-      }
-      Iterator<Map.Entry<String, JsonNode>> it = streams.fields();
-      while (it.hasNext()) {
-        Map.Entry<String, JsonNode> e = it.next();
+      for (Map.Entry<String, JsonNode> e : ArrowRows.streams(streamsJson)) {
         int n = e.getValue().size();
         int[] pos = new int[n];
         boolean[] ts = new boolean[n];

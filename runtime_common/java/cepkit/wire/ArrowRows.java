@@ -4,7 +4,11 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.BigIntVector;
@@ -26,6 +30,20 @@ import org.apache.arrow.vector.types.pojo.Schema;
  */
 public final class ArrowRows {
   private ArrowRows() {
+  }
+
+  /** The entries of a sink's stream map, `{"stream": [column, ...], ...}` in its order (each
+   * column as the engine's sink describes it); one line naming the problem when it is not JSON. */
+  public static List<Map.Entry<String, JsonNode>> streams(String streamsJson) {
+    JsonNode streams;
+    try {
+      streams = FrameClient.JSON.readTree(streamsJson);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cepkit sink: the stream map is not JSON: " + e.getMessage());
+    }
+    List<Map.Entry<String, JsonNode>> out = new ArrayList<>();
+    streams.fields().forEachRemaining(out::add);
+    return out;
   }
 
   /** The IPC stream of `rows` under `schema`, its buffers taken from `alloc` and freed before returning. */

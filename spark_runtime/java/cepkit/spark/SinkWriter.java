@@ -5,7 +5,6 @@ import cepkit.wire.FrameClient;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -95,15 +94,7 @@ public final class SinkWriter extends ForeachWriter<Row> {
     streamIndex = schema.fieldIndex(STREAM);
     columns = new LinkedHashMap<>();
     arrowSchemas = new LinkedHashMap<>();
-    JsonNode streams;
-    try {
-      streams = FrameClient.JSON.readTree(streamsJson);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("cepkit sink: the stream map is not JSON: " + e.getMessage());
-    }
-    Iterator<Map.Entry<String, JsonNode>> it = streams.fields();
-    while (it.hasNext()) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : ArrowRows.streams(streamsJson)) {
       int[] idx = new int[e.getValue().size()];
       List<Field> fields = new ArrayList<>();
       for (int i = 0; i < idx.length; i++) {
