@@ -321,12 +321,7 @@ public final class HarnessSink implements Sink<Row> {
           if (e.getValue().isEmpty()) {
             continue;
           }
-          Map<String, Object> header = new LinkedHashMap<>();
-          header.put("op", "emit");
-          header.put("stream", e.getKey());
-          header.put("batch_id", batchId);
-          header.put("epoch", epoch);
-          client.request(header, ArrowRows.encode(layout.schemas.get(e.getKey()), e.getValue(), alloc), 0);
+          ArrowRows.emit(client, e.getKey(), batchId, epoch, layout.schemas.get(e.getKey()), e.getValue(), alloc);
         }
       }
     }

@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -44,6 +45,17 @@ public final class ArrowRows {
     List<Map.Entry<String, JsonNode>> out = new ArrayList<>();
     streams.fields().forEachRemaining(out::add);
     return out;
+  }
+
+  /** Send `rows` of `stream` to the sink as one {@code emit} (its batch id, the sender's epoch). */
+  public static void emit(FrameClient sink, String stream, long batchId, String epoch, Schema schema,
+                          List<Object[]> rows, BufferAllocator alloc) throws IOException {
+    Map<String, Object> header = new LinkedHashMap<>();
+    header.put("op", "emit");
+    header.put("stream", stream);
+    header.put("batch_id", batchId);
+    header.put("epoch", epoch);
+    sink.request(header, encode(schema, rows, alloc), 0);
   }
 
   /** The IPC stream of `rows` under `schema`, its buffers taken from `alloc` and freed before returning. */

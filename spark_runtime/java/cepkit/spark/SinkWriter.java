@@ -267,12 +267,7 @@ public final class SinkWriter extends ForeachWriter<Row> {
       if (e.getValue().isEmpty()) {
         continue;
       }
-      Map<String, Object> header = new LinkedHashMap<>();
-      header.put("op", "emit");
-      header.put("stream", e.getKey());
-      header.put("batch_id", nextBatchId++);
-      header.put("epoch", epoch);
-      client.request(header, ArrowRows.encode(arrowSchemas.get(e.getKey()), e.getValue(), alloc), 0);
+      ArrowRows.emit(client, e.getKey(), nextBatchId++, epoch, arrowSchemas.get(e.getKey()), e.getValue(), alloc);
       SENT_ROWS.addAndGet(e.getValue().size());
       SENT_EMITS.incrementAndGet();
     }
