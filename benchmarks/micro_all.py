@@ -53,11 +53,11 @@ from validator.outputlog import read_output_log
 
 # name: (suite, settings, which of its workloads)
 VARIANTS = {
-    "native-window": ("time-windows", {"run.time_windows": "native"},
+    "native-window": ("time-windows", {"run.work": "operators"},
                       lambda w: any(isinstance(q, TimeWindowAggregation) for q in w.queries)),
     "jdbc": ("joins", {"run.database_join": "jdbc"},
              lambda w: any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries)),
-    "driver-patterns": ("patterns", {"run.cores": "driver"},
+    "driver-patterns": ("patterns", {"run.work": "driver"},
                         lambda w: any(isinstance(q, Pattern) and q.key for q in w.queries)),
 }
 

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.config import CORE_PLANS, DATABASE_JOIN_PLANS, PATTERN_PLANS, PLANS, TIME_WINDOW_PLANS, TRIGGERS
+from kit.config import DATABASE_JOIN_PLANS, PLANS, TRIGGERS, WORK_PLANS
 from kit.errors import CepkitError
 from kit.manifest import load_manifest
 from kit.workload import StrategySet, Suite, Workload, read_spec, read_strategies
@@ -57,33 +57,27 @@ class MicroTranslation:
     table_path: Path | None = None
     source_name: str = "<memory>"
     source_sha256: str = ""
-    time_windows: str = "core"
     database_join: str = "lookup"
-    cores: str = "by-kind"
     trigger: str = "micro-batch"
-    patterns: str = "core"
+    # The plan family (run.work; specs/TRANSLATION.md, "Plan families").
+    work: str = "engine"
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise CepkitError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
         if not isinstance(self.workload, Workload):
             raise CepkitError("workload: must be a Workload")
-        if self.time_windows not in TIME_WINDOW_PLANS:
-            raise CepkitError(f"time_windows: must be one of {', '.join(TIME_WINDOW_PLANS)}, got {self.time_windows!r}")
+        if self.work not in WORK_PLANS:
+            raise CepkitError(f"work: must be one of {', '.join(WORK_PLANS)}, got {self.work!r}")
         if self.database_join not in DATABASE_JOIN_PLANS:
             raise CepkitError(f"database_join: must be one of {', '.join(DATABASE_JOIN_PLANS)}, "
                               f"got {self.database_join!r}")
-        if self.cores not in CORE_PLANS:
-            raise CepkitError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
-        if self.patterns not in PATTERN_PLANS:
-            raise CepkitError(f"patterns: must be one of {', '.join(PATTERN_PLANS)}, got {self.patterns!r}")
         if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
             raise CepkitError(f"{self.table_path}: the join table must be a Parquet file")
 
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,
-                   time_windows: str = "core", database_join: str = "lookup",
-                   cores: str = "by-kind", trigger: str = "micro-batch", patterns: str = "core"
+                   database_join: str = "lookup", trigger: str = "micro-batch", work: str = "engine"
                    ) -> "MicroTranslation":
         """From a Workload file, or a Suite file and the name of one of its workloads."""
         spec_xml = Path(spec_xml)
@@ -100,8 +94,8 @@ class MicroTranslation:
             raise CepkitError(f"{spec_xml}: not a workload or suite spec")
         return cls(spec, table_of(dataset_dir) if dataset_dir else None,
                    spec_xml.name + (f"#{spec.name}" if workload_name else ""),
-                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), time_windows, database_join,
-                   cores, trigger, patterns)
+                   hashlib.sha256(spec_xml.read_bytes()).hexdigest(), database_join,
+                   trigger, work)
 
 
 def table_of(dataset_dir: Path) -> Path | None:

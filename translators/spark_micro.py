@@ -90,32 +90,39 @@ def _shuffles(literals: list[dict], cores: str) -> int:
         q["kind"] in STATEFUL_KINDS and not on_driver(q, cores) for q in literals)
 
 
+def _legacy_plans(work: str) -> tuple[str, str, str]:
+    """(cores, time_windows, patterns) of the plan family `work` in the plans before run.work."""
+    return {"driver": ("driver", "core", "core"), "python": ("operator", "core", "core"),
+            "operators": ("by-kind", "native", "join")}.get(work, ("by-kind", "core", "core"))
+
+
 def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
+    cores, time_windows, patterns = _legacy_plans(req.work)
     literals = [query_literal(q) for q in w.queries]
     for q in literals:
         # Q3 on Spark's own window(); Q4 keeps the paned core (its plan is the point of Q4).
         if req.trigger == "realtime" and q["kind"] == "time_window":
             q["kind"] = REALTIME_WINDOW
-        elif req.time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
+        elif time_windows == "native" and q["kind"] == "time_window" and not q["paned"]:
             q["kind"] = "native_time_window"
         if req.database_join == "jdbc" and q["kind"] == "table_join" and q["storage"] == "database":
             q["kind"] = "jdbc_table_join"
-        if req.patterns == "join" and req.trigger == "micro-batch" and joinable_pattern(q):
+        if patterns == "join" and req.trigger == "micro-batch" and joinable_pattern(q):
             q["kind"] = JOIN_PATTERN
-    if _shuffles(literals, req.cores) > 1 and any(q["kind"] == JOIN_PATTERN for q in literals):
+    if _shuffles(literals, cores) > 1 and any(q["kind"] == JOIN_PATTERN for q in literals):
         # The join plan only where it is the source's one shuffle; beside others, the pattern core
         # (which shares the stateful operator with every other core) gives the same answer.
         for q in literals:
             if q["kind"] == JOIN_PATTERN:
                 q["kind"] = "pattern"
-    shuffles = _shuffles(literals, req.cores)
+    shuffles = _shuffles(literals, cores)
     if shuffles > 1:
         # Spark 4.3 plans the input partitions of each shuffle over the Python source from its own
         # thread, over one worker socket; two at once corrupt the stream (specs/TRANSLATION.md).
-        raise CepkitError(f"workload {w.name}: run.time_windows = \"native\" allows one native window per "
+        raise CepkitError(f"workload {w.name}: run.work = \"operators\" allows one native window per "
                           f"workload and no stateful query beside it ({shuffles} shuffles over the source); "
-                          f"use the core plan (run.time_windows = \"core\")")
+                          f"use another plan family (run.work)")
     if req.trigger == "realtime":
         refused = [why for why in map(real_time_refusal, literals) if why]
         if not refused and _branches(literals) > 1:
@@ -130,10 +137,10 @@ def translate_micro(req: MicroTranslation) -> str:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
     return render("pyspark_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
-                  source_sha256=req.source_sha256 or "-" * 16, queries=literals, plan_lines=plan_lines(literals, req.cores),
+                  source_sha256=req.source_sha256 or "-" * 16, queries=literals, plan_lines=plan_lines(literals, cores),
                   multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None,
-                  output_fields=tuple(output_fields(literals)), cores=req.cores)
+                  output_fields=tuple(output_fields(literals)), cores=cores)
 
 
 def on_driver(q: dict, cores: str) -> bool:

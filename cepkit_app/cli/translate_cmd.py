@@ -81,10 +81,8 @@ def run_micro(args: argparse.Namespace) -> int:
     engine = config.run.engine
     data = path_option(args.data, "--data")     # empty is an error, not "no dataset"
     req = MicroTranslation.from_files(shipped_suite_file(args.spec), None if data is None else Path(data),
-                                      args.workload, time_windows=config.run.time_windows,
-                                      database_join=config.run.database_join,
-                                      cores=config.run.cores, trigger=config.run.trigger,
-                                      patterns=config.run.patterns)
+                                      args.workload, database_join=config.run.database_join,
+                                      trigger=config.run.trigger, work=config.run.work)
     text = engine_module(engine).translate_micro(req)
     n = len(req.workload.queries)
     return _write(args, config, text, f"micro-{engine}-{req.workload.name}.py",

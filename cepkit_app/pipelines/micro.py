@@ -97,10 +97,8 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
     stage(f"{workload.name}: datagen ({workload.dataset.streams} stream(s), {workload.load.rate_eps:g} ev/s)")
     ds = generate_micro(wcfg.micro, wdir / "data", config_toml=wcfg.to_toml())
     spec_path = write_spec(workload, wdir / "workload.xml")
-    translation = MicroTranslation.from_files(spec_path, ds.directory, time_windows=cfg.run.time_windows,
-                                              database_join=cfg.run.database_join,
-                                              cores=cfg.run.cores, trigger=cfg.run.trigger,
-                                              patterns=cfg.run.patterns)
+    translation = MicroTranslation.from_files(spec_path, ds.directory, database_join=cfg.run.database_join,
+                                              trigger=cfg.run.trigger, work=cfg.run.work)
     try:
         text = engine_module(cfg.run.engine).translate_micro(translation)
     except CepkitError as e:     # a kind this engine cannot run yet: say so, go on with the suite

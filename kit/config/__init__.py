@@ -14,16 +14,16 @@ from kit.config.limits import (DAY_S, INT32_MAX, INT64_MAX, LIMITS, MAX_DURATION
                                MIN_DURATION_S, FieldError, memory_mib, range_text)
 from kit.config.loading import (MAX_CONFIG_BYTES, describe_keys, load_config, parse_override, valid_keys,
                                 with_settings, write_config)
-from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, CORE_PLANS,
-                                 DEFAULT_START_EPOCH_MS, FORMATS, LAUNCHES, PATTERN_PLANS, PLANS, PROFILES, REPLAYS, STAMPS,
-                                 TIME_WINDOW_PLANS,
+from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FOLDED_WORK,
+                                 DEFAULT_START_EPOCH_MS, FORMATS, LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS,
+                                 WORK_PLANS,
                                  TRIGGERS, CONNECTORS, Config, MicroConfig, PairsConfig, PathsConfig, PriceConfig, RateConfig, RunConfig)
 
 __all__ = [
     "DAY_S", "INT32_MAX", "INT64_MAX", "LIMITS", "MAX_DURATION_S", "MAX_FILES", "MAX_PEAK_FACTOR", "MAX_RATE_EPS",
     "MAX_SCALE_FACTOR", "MAX_START_EPOCH_MS", "MAX_STRATEGIES", "MAX_SYMBOLS", "MIN_DURATION_S", "FieldError", "memory_mib",
     "range_text", "MAX_CONFIG_BYTES", "describe_keys", "load_config", "parse_override", "valid_keys", "with_settings",
-    "write_config", "ARRIVALS", "CONFIG_KIND", "CONFIG_SCHEMA_VERSION", "DATABASE_JOIN_PLANS", "CORE_PLANS",
-    "CONNECTORS", "DEFAULT_START_EPOCH_MS", "FORMATS", "LAUNCHES", "PATTERN_PLANS", "PLANS", "PROFILES", "REPLAYS", "STAMPS", "TIME_WINDOW_PLANS", "TRIGGERS", "Config",
+    "write_config", "ARRIVALS", "CONFIG_KIND", "CONFIG_SCHEMA_VERSION", "DATABASE_JOIN_PLANS", "FOLDED_WORK",
+    "CONNECTORS", "DEFAULT_START_EPOCH_MS", "FORMATS", "LAUNCHES", "PLANS", "PROFILES", "REPLAYS", "STAMPS", "TRIGGERS", "WORK_PLANS", "Config",
     "MicroConfig", "PairsConfig", "PathsConfig", "PriceConfig", "RateConfig", "RunConfig",
 ]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.config.limits import FieldError, range_text
-from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FORMATS, CORE_PLANS,
-                                 LAUNCHES, PATTERN_PLANS, PLANS, PROFILES, REPLAYS, STAMPS, TIME_WINDOW_PLANS, TRIGGERS, CONNECTORS,
+from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FOLDED_WORK, FORMATS,
+                                 LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS, TRIGGERS, WORK_PLANS, CONNECTORS,
                                  Config)
 from kit.engines import ENGINE_NAMES
 from kit.errors import CepkitError, at
@@ -46,8 +46,8 @@ def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
 _CHOICES = {"RateConfig.profile": PROFILES, "RateConfig.arrivals": ARRIVALS, "PairsConfig.format": FORMATS,
             "MicroConfig.format": FORMATS, "RunConfig.engine": ENGINE_NAMES, "RunConfig.plan": PLANS,
             "RunConfig.stamp": STAMPS, "RunConfig.replay": REPLAYS, "RunConfig.output_format": FORMATS,
-            "RunConfig.time_windows": TIME_WINDOW_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS,
-            "RunConfig.cores": CORE_PLANS, "RunConfig.trigger": TRIGGERS, "RunConfig.connectors": CONNECTORS, "RunConfig.patterns": PATTERN_PLANS,
+            "RunConfig.work": WORK_PLANS, "RunConfig.database_join": DATABASE_JOIN_PLANS,
+            "RunConfig.trigger": TRIGGERS, "RunConfig.connectors": CONNECTORS,
             "RunConfig.launch": LAUNCHES}
 
 
@@ -106,8 +106,35 @@ def _coerce(value: Any, tp: Any, key: str, source: str | None) -> Any:
     raise TypeError(f"unsupported config type {tp!r} for {key}")
 
 
+def _unknown_text(key: str) -> str:
+    if key.startswith("run.") and key[4:] in FOLDED_WORK:
+        return f"was folded into run.work (one of {', '.join(WORK_PLANS)}; specs/TRANSLATION.md, \"Plan families\")"
+    return f"unknown config key (valid: {', '.join(valid_keys())})"
+
+
+def _fold(data: dict, source: str | None) -> dict:
+    """A run section with keys folded into run.work: an old default is dropped (a config a
+    previous version wrote still loads); any other old value names the run.work that replaces it."""
+    data = dict(data)
+    for old, values in FOLDED_WORK.items():
+        if old not in data:
+            continue
+        value = data.pop(old)
+        if value not in values:
+            raise at(source, "run." + old, f"was folded into run.work (one of {', '.join(WORK_PLANS)})")
+        work = values[value]
+        if work is not None and data.get("work", work) != work:
+            raise at(source, "run." + old, f"= {value!r} was folded into run.work = {work!r}, "
+                                           f"which contradicts run.work = {data['work']!r}")
+        if work is not None:
+            data["work"] = work
+    return data
+
+
 def _build(cls: type, data: dict, prefix: str, source: str | None) -> Any:
     hints = _hints(cls)
+    if prefix == "run.":
+        data = _fold(data, source)
     unknown = [k for k in data if k not in hints]
     if unknown:
         key = prefix + unknown[0]
@@ -143,7 +170,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, raw = text.split("=", 1)
     key, raw = key.strip(), raw.strip()
     if key not in valid_keys():
-        raise CepkitError(f"--set {key}: unknown config key (valid: {', '.join(valid_keys())})")
+        raise CepkitError(f"--set {key}: {_unknown_text(key)}")
     if "\n" in raw or "\r" in raw:
         raise CepkitError(f"--set {key}: the value must be one line, got {raw!r}")
     try:
@@ -227,7 +254,7 @@ def with_settings(config: Config, settings: Mapping[str, Any]) -> Config:
 
 def _known_key(key: str) -> list[str]:
     if key not in valid_keys():
-        raise CepkitError(f"{key}: unknown config key (valid: {', '.join(valid_keys())})")
+        raise CepkitError(f"{key}: {_unknown_text(key)}")
     return key.split(".")
 
 

@@ -153,13 +153,22 @@ class MicroConfig:
 
 
 PLANS = ("keyed", "shared", "per-strategy")
-# Microbenchmark plans (translators/spark_micro.py): Q3 on the stateful core or Spark's window();
-# J3 by per-batch key lookups through psycopg or Spark's own JDBC source re-reading the table.
-TIME_WINDOW_PLANS = ("core", "native")
+# Microbenchmark J3 (translators/spark_micro.py): per-batch key lookups through psycopg, or Spark's
+# own JDBC source re-reading the table.
 DATABASE_JOIN_PLANS = ("lookup", "jdbc")
-# Keyed all-all patterns (Q7): Spark's stream-stream interval join, or the pattern core.
-PATTERN_PLANS = ("core", "join")
-CORE_PLANS = ("by-kind", "driver", "operator")
+# Where a run's per-event work runs: the plan family (specs/TRANSLATION.md, "Plan families").
+# "engine": the engine's own operators where they say the query, else the kit's Java logic as user
+# code in the engine's keyed, checkpointed operators; "operators": the engine's own operators
+# wherever it has any (Spark's window() and stream-stream interval join too), Java user code for the
+# rest; "jvm": the Java logic for every kind that has it; "python": the kit's Python logic as user
+# code in the engine's keyed operators; "driver": the kit's Python core in one process on Spark's
+# driver (opt-in, never behind a published engine figure).
+WORK_PLANS = ("engine", "operators", "jvm", "python", "driver")
+# Settings folded into run.work: each old value and the run.work that replaces it (None: the old
+# default, which the engine family replaces). A config file written before the fold still loads.
+FOLDED_WORK = {"cores": {"by-kind": None, "driver": "driver", "operator": "python"},
+               "patterns": {"core": None, "join": "operators"},
+               "time_windows": {"core": None, "native": "operators"}}
 # How a Spark query runs (specs/TRANSLATION.md, "Real-time mode"): micro-batches, or Spark's
 # real-time mode (long-running batches, events processed as they arrive).
 TRIGGERS = ("micro-batch", "realtime")
@@ -225,8 +234,10 @@ class RunConfig:
     measure_from_s: float | None = None
     measure_to_s: float | None = None
     output_format: str = "parquet"
-    # Microbenchmark Q3: "core" (the stateful core, exact inputTS) or "native" (Spark's window()).
-    time_windows: str = "core"
+    # Where the per-event work runs, the plan family (WORK_PLANS above): "engine", "operators",
+    # "jvm", "python" or "driver" (Spark only). It replaces run.cores, run.patterns and
+    # run.time_windows.
+    work: str = "engine"
     # Microbenchmark J3: "lookup" (per-batch key lookups through psycopg) or "jdbc" (Spark's JDBC
     # source re-reading the table every micro-batch; needs Debian's libpostgresql-jdbc-java).
     database_join: str = "lookup"
@@ -237,16 +248,6 @@ class RunConfig:
     # setting itself, and never printed. The kit loads the table into a fresh schema of it,
     # dropped when the run ends (specs/ENGINE_RUN.md, "J3's database"). The "lookup" plan only.
     database_dsn: str = ""
-    # Microbenchmark patterns with a key and all-all consumption (Q7): "core" (the pattern core) or
-    # "join" (Spark's stream-stream interval self-join, state in RocksDB; correct, but slower on Q7:
-    # specs/TRANSLATION.md; the core where it cannot apply).
-    patterns: str = "core"
-    # Where the microbenchmark cores run (specs/TRANSLATION.md): "by-kind" (whole-stream queries,
-    # i.e. count windows, time windows, window joins and patterns without a key, and keyed patterns
-    # with ALL on the first element, on the driver once per micro-batch; keyed patterns that consume
-    # their candidates in Spark's stateful operator, over key buckets), "driver" (every core on the
-    # driver) or "operator" (every core in transformWithStateInPandas).
-    cores: str = "by-kind"
     max_backlog_s: float = 30.0
     backlog_grace_s: float = 5.0
     startup_timeout_s: float = 240.0
@@ -298,7 +299,9 @@ class RunConfig:
             need("=" in item and bool(item.split("=", 1)[0].strip()), "spark_conf",
                   f"entries must look like key=value, got {item!r}")
         choice(self, "plan", PLANS)
-        choice(self, "time_windows", TIME_WINDOW_PLANS)
+        choice(self, "work", WORK_PLANS)
+        need(self.work != "driver" or self.engine == "spark", "work",
+             f"\"driver\" runs the kit's core on Spark's driver; engine {self.engine!r} has none")
         choice(self, "database_join", DATABASE_JOIN_PLANS)
         need(not self.database_dsn or self.database_dsn.startswith("env:") or "=" not in self.database_dsn
              and "://" not in self.database_dsn, "database_dsn",
@@ -308,8 +311,6 @@ class RunConfig:
              "database_dsn", f"env:NAME needs an environment variable's name, got {self.database_dsn!r}")
         need(not self.database_dsn or self.database_join == "lookup", "database_dsn",
              "your own database serves the \"lookup\" plan only (database_join)")
-        choice(self, "patterns", PATTERN_PLANS)
-        choice(self, "cores", CORE_PLANS)
         choice(self, "trigger", TRIGGERS)
         choice(self, "connectors", CONNECTORS)
         need(self.trigger == "micro-batch" or self.engine == "spark", "trigger",

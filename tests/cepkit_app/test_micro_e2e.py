@@ -79,6 +79,10 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     return proc, run_dir
 
 
+# The placement each plan family (run.work) gives the cores.
+WORK = {"by-kind": "engine", "driver": "driver", "operator": "python"}
+
+
 @pytest.mark.parametrize("cores", [pytest.param("by-kind", marks=[pytest.mark.spark, pytest.mark.e2e]),
                                    pytest.param("driver", marks=[pytest.mark.spark, pytest.mark.e2e]),
                                    pytest.param("operator", marks=[pytest.mark.spark, pytest.mark.e2e])])
@@ -90,7 +94,7 @@ def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     # engine killed mid-run (its restart re-reads from the checkpoint, and the sink's replay filter
     # drops what the re-run batch sends again: nothing missing, nothing undue).
     faults = ("run.faults=['kill-engine@3s']",) if cores == "operator" else ()
-    proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.cores={cores!r}", *faults)
+    proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.work={WORK[cores]!r}", *faults)
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"

@@ -31,7 +31,7 @@ def keyed_patterns() -> Workload:
 
 
 def test_a_keyed_all_all_pattern_as_an_interval_join_matches_the_reference(tmp_path):
-    _, run_dir = run_micro(keyed_patterns(), "spark", tmp_path, 'run.patterns="join"')
+    _, run_dir = run_micro(keyed_patterns(), "spark", tmp_path, 'run.work="operators"')
     wdir = run_dir / "keyed-patterns"
     program = (wdir / "program.py").read_text()
     assert "'kind': 'join_pattern'" in program and "A stream-stream interval self-join" in program

@@ -166,19 +166,19 @@ def test_native_time_window_plan_uses_spark_window_for_q3_only():
     w = read_suite(specs_dir() / "suites" / "time-windows-quick.xml")
     q3 = next(x for x in w.workloads if "q3" in x.name)
     q4 = next(x for x in w.workloads if "q4" in x.name)
-    native = engine_module("spark").translate_micro(MicroTranslation(q3, None, time_windows="native"))
+    native = engine_module("spark").translate_micro(MicroTranslation(q3, None, work="operators"))
     assert "'kind': 'native_time_window'" in native and "Plain DataFrame operators" in native
     assert "A core in the stateful operator" not in native
-    paned = engine_module("spark").translate_micro(MicroTranslation(q4, None, time_windows="native"))
+    paned = engine_module("spark").translate_micro(MicroTranslation(q4, None, work="operators"))
     assert "'kind': 'time_window'" in paned and "native" not in paned        # Q4 keeps its paned plan
     core = engine_module("spark").translate_micro(MicroTranslation(q3, None))
     assert "'kind': 'time_window'" in core and "A core run on the driver" in core
-    operator = engine_module("spark").translate_micro(MicroTranslation(q3, None, cores="operator"))
+    operator = engine_module("spark").translate_micro(MicroTranslation(q3, None, work="python"))
     assert "A core in the stateful operator" in operator and "CORES_PLAN = \"operator\"" in operator
-    with pytest.raises(CepkitError, match="time_windows"):
-        MicroTranslation(q3, None, time_windows="fast")
-    with pytest.raises(CepkitError, match="cores"):
-        MicroTranslation(q3, None, cores="gpu")
+    with pytest.raises(CepkitError, match="work"):
+        MicroTranslation(q3, None, work="fast")
+    with pytest.raises(CepkitError, match="work"):
+        MicroTranslation(q3, None, work="gpu")
 
 
 def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
@@ -188,15 +188,14 @@ def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
     (q3,) = w.queries
     q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
     q3b = TimeWindowAggregation("q3b", "S1", 4000, 1000, (Aggregate("AVG", "A1", "avgA1"),))
-    for other in (q2, q3b):
+    for other in (q3b,):
         both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, other)))
         with pytest.raises(CepkitError, match="2 shuffles over the source"):
-            engine_module("spark").translate_micro(MicroTranslation(both, None, time_windows="native",
-                                                                      cores="operator"))
+            engine_module("spark").translate_micro(MicroTranslation(both, None, work="operators"))
         engine_module("spark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
     # A core on the driver shuffles nothing, so a native window beside it is allowed.
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, q2)))
-    engine_module("spark").translate_micro(MicroTranslation(both, None, time_windows="native"))
+    engine_module("spark").translate_micro(MicroTranslation(both, None, work="operators"))
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
@@ -266,7 +265,8 @@ def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7, q7one)))
     for plan, where in want.items():
         assert {qid: on_driver(lit, plan) for qid, lit in literals.items()} == where
-        program = engine_module("spark").translate_micro(MicroTranslation(both, None, cores=plan))
+        work = {"by-kind": "engine", "driver": "driver", "operator": "python"}[plan]
+        program = engine_module("spark").translate_micro(MicroTranslation(both, None, work=work))
         assert f'CORES_PLAN = "{plan}"' in program
         assert ("A core run on the driver" in program) == any(where.values())
         assert ("A core in the stateful operator" in program) == (not all(where.values()))
@@ -286,12 +286,12 @@ def test_keyed_all_all_patterns_are_an_interval_join_where_they_can_be():
     (q7,) = w.queries
     assert isinstance(q7, Pattern) and joinable_pattern(query_literal(q7))
     assert "join_pattern" not in spark.translate_micro(MicroTranslation(w, None))   # "core" is the default
-    program = spark.translate_micro(MicroTranslation(w, None, patterns="join"))
+    program = spark.translate_micro(MicroTranslation(w, None, work="operators"))
     assert "'kind': 'join_pattern'" in program and "A stream-stream interval self-join" in program
     assert "A core in the stateful operator" not in program
-    core = spark.translate_micro(MicroTranslation(w, None, patterns="core"))
+    core = spark.translate_micro(MicroTranslation(w, None, work="engine"))
     assert "'kind': 'pattern'" in core and "join_pattern" not in core
-    join = functools.partial(MicroTranslation, patterns="join")
+    join = functools.partial(MicroTranslation, work="operators")
     others = [dataclasses.replace(q7, consumption=c) for c in ("all-one", "one-all", "one-one")]
     for q in [*others, dataclasses.replace(q7, key=None)]:
         assert not joinable_pattern(query_literal(q))
@@ -300,11 +300,11 @@ def test_keyed_all_all_patterns_are_an_interval_join_where_they_can_be():
     # Beside a core in the stateful operator, the join would be a second shuffle: the core runs it.
     q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q7, q2)))
-    assert "join_pattern" not in spark.translate_micro(join(both, None, cores="operator"))
+    assert "join_pattern" not in spark.translate_micro(join(both, None, work="python"))
     assert "'kind': 'join_pattern'" in spark.translate_micro(join(both, None))   # q2 on the driver
     with pytest.raises(CepkitError, match="Python core"):
         spark.translate_micro(join(w, None, trigger="realtime"))
-    with pytest.raises(CepkitError, match="patterns"):
-        MicroTranslation(w, None, patterns="cep")
+    with pytest.raises(CepkitError, match="work"):
+        MicroTranslation(w, None, work="cep")
     flink = engine_module("flink").translate_micro(join(w, None))
     assert flink == engine_module("flink").translate_micro(MicroTranslation(w, None))   # Spark's setting only

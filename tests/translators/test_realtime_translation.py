@@ -81,7 +81,7 @@ def test_time_windows_in_real_time_mode_take_one_branch_each(tmp_path):
         spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q3, other))),
                                                trigger="realtime"))
     # run.time_windows = "native" is the micro-batch plan's choice; in real-time mode the JVM's.
-    native = spark.translate_micro(MicroTranslation(w, time_windows="native", trigger="realtime"))
+    native = spark.translate_micro(MicroTranslation(w, work="operators", trigger="realtime"))
     assert "'kind': 'realtime_time_window'" in native
 
 
