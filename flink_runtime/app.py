@@ -125,6 +125,9 @@ class FlinkJob:
         self.source_used: str | None = None
         self.sink_used: str | None = None
         self.why: list[str] = []
+        # Where the per-event work runs (the `started` event's `work`, run.json's plan): {"family":
+        # run.work, "queries": {query id or "pairs": its plan in words}}, set by `build`.
+        self.work: dict | None = None
         # The run's secret: every Python function that talks to the feed or the sink carries it in
         # its pickled state (a cluster's TaskManagers do not have the program's environment).
         self.secret = secret
@@ -397,7 +400,7 @@ def run_app(build: Callable, *, app_name: str, flink_conf: Mapping[str, str] | N
         emit("started", flink_version=flink_version, engine="flink", query_id=job_id, run_id=job_id,
              pid=os.getpid(), master=args.master, parallelism=parallelism, rest_url=rest,
              attempt=args.attempt, restored_from=args.restore, connectors=job.connectors_used(),
-             streams={k: list(v) for k, v in streams.items()})
+             work=job.work, streams={k: list(v) for k, v in streams.items()})
         return _watch(client, job.client, sink, stop, settings["execution.checkpointing.savepoint-dir"],
                       _Checkpoints(rest, job_id, job.client, submitted_ms), secret)
     except _StopRequested:
