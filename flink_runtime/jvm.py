@@ -98,16 +98,21 @@ def feed_stream(job, constants: list[tuple[str, str]] = (), splits: int = 1):
 
 def sink_to_harness(job, table, streams: dict[str, list[str]]) -> None:
     """Send a Table's rows (a `stream` column and the streams' columns) to the harness sink from the JVM."""
-    from pyflink.datastream.connectors import Sink
-
     from flink_runtime.tables import logical_columns
     from runtime_common.outputs import STREAM_COLUMN
 
-    runtime_jar(required=True)
     names = list(table.get_schema().get_field_names())
     types = logical_columns(table)
     layout = {name: [[c, types[c], names.index(c)] for c in cols] for name, cols in streams.items()}
+    sink_stream(job, job.tables.to_data_stream(table), names.index(STREAM_COLUMN), layout)
+
+
+def sink_stream(job, stream, stream_index: int, layout: dict[str, list]) -> None:
+    """Send a DataStream of Rows to the harness sink from the JVM: `stream_index` is the position of
+    the `stream` column, `layout` each stream's columns `{stream: [[name, type, position], ...]}`."""
+    from pyflink.datastream.connectors import Sink
+
+    runtime_jar(required=True)
     j_sink = _jvm().cepkit.flink.HarnessSink(job.sink[0], int(job.sink[1]), job.secret or "", int(job.attempt),
-                                             names.index(STREAM_COLUMN), json.dumps(layout))
-    (job.tables.to_data_stream(table).sink_to(Sink(j_sink))
-        .name("cepkit sink (JVM): " + ", ".join(streams)))
+                                             int(stream_index), json.dumps(layout))
+    stream.sink_to(Sink(j_sink)).name("cepkit sink (JVM): " + ", ".join(layout))
