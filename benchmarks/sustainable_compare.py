@@ -23,6 +23,11 @@ ceiling (the `ceiling` suite: every event read and none answered; every event an
     NULL  ceiling      ceiling-kit-null                           filter that answers nothing
     PASS  ceiling      ceiling-kit-pass-through                   filter that answers everything
 
+and Q7 at the thesis's own parameters (the full patterns suite, not the quick one: MAX_ID 10 k,
+selectivity 0.1 %, 60-s interval, every event a candidate):
+
+    Q7T  patterns      patterns-interval-w60s                     pattern, thesis parameters
+
 Prints one table: workload, kind, engine, sustainable ev/s (all streams: the search's rate is per
 stream, J1 has two), the steps it took, whether the confirmation held, the lowest rate found
 not to keep up (none: every rate tried kept up, so the rate found is a lower bound), the
@@ -74,9 +79,12 @@ from kit.workload import Workload, read_suite
 # The issue's kind -> the quick suite holding it; the workload is that suite's first whose queries
 # are all of the kind.
 KINDS = {"Q1": "filtering", "Q2": "count-windows", "Q3": "time-windows", "J1": "joins", "J2": "joins",
-         "Q7": "patterns", "Q1H": "filtering", "NULL": "ceiling", "PASS": "ceiling"}
+         "Q7": "patterns", "Q1H": "filtering", "NULL": "ceiling", "PASS": "ceiling", "Q7T": "patterns"}
 # Kinds that name their workload rather than take the suite's first of the kind.
-NAMED = {"Q1H": "filtering-selectivity-50pct", "NULL": "ceiling-kit-null", "PASS": "ceiling-kit-pass-through"}
+NAMED = {"Q1H": "filtering-selectivity-50pct", "NULL": "ceiling-kit-null", "PASS": "ceiling-kit-pass-through",
+         "Q7T": "patterns-interval-w60s"}
+# Kinds whose workload is in the full suite (the thesis's parameters), not the quick one.
+FULL = {"Q7T"}
 # The kind's name in the query model (kit.workload: thesis_name), where it differs: a window join is Q5.
 THESIS_NAMES = {"J1": "Q5"}
 DEFAULT_START_EPS = 4000.0     # per stream: above every quick workload's nominal rate (500-1,000)
@@ -86,7 +94,7 @@ def kind_workload(kind: str) -> tuple[str, Workload]:
     """(suite name, workload) of `kind` (a key of KINDS)."""
     if kind not in KINDS:
         raise CepkitError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
-    suite = read_suite(suite_path(KINDS[kind], quick=True))
+    suite = read_suite(suite_path(KINDS[kind], quick=kind not in FULL))
     if kind in NAMED:
         (named,) = [w for w in suite.workloads if w.name == NAMED[kind]]
         return KINDS[kind], named
@@ -169,6 +177,7 @@ def search_point(engine: str, suite: str, workload: Workload, result, search: Se
     failing = result.lowest_failing_eps()
     first = result.first_failing()
     connectors = next((s.connectors for s in result.steps if s.connectors), None)
+    work = next((s.work for s in result.steps if getattr(s, "work", None)), None)
     scale = lambda v: None if v is None else round(v * streams, 1)       # noqa: E731
     return {"bench": "sustainable", "engine": engine, "suite": suite, "workload": result.workload, "kind": kind,
             "status": "completed", "message": "", "verdict": "CONFIRMED" if result.confirmed else "NOT CONFIRMED",
@@ -177,7 +186,7 @@ def search_point(engine: str, suite: str, workload: Workload, result, search: Se
             "lowest_tried_eps": scale(min((s.rate_eps for s in result.steps), default=None)),
             "steps": len(result.steps), "streams": streams, "step_seconds": search.duration_s,
             "max_steps": search.max_steps, "wall_s": round(wall_s, 1), "run": str(run_dir),
-            "connectors": connectors, "bound": first.bound if first is not None else None,
+            "connectors": connectors, "work": work, "bound": first.bound if first is not None else None,
             "kit_bound": result.kit_bound()}
 
 
@@ -220,8 +229,13 @@ HEAD = ("workload", "kind", "engine", "sustainable ev/s (all streams)", "steps",
 
 
 def connectors_cell(pt: dict) -> str:
-    c = pt.get("connectors")
-    return "–" if not c else f"{c.get('source')} -> {c.get('sink')}"
+    """The plan family, each query's plan and the connectors (`engine: q7: ...; jvm -> jvm`)."""
+    c, w = pt.get("connectors"), pt.get("work") or {}
+    conn = "–" if not c else f"{c.get('source')} -> {c.get('sink')}"
+    if not w:
+        return conn
+    queries = "; ".join(f"{q}: {p}" for q, p in (w.get("queries") or {}).items())
+    return f"{w.get('family')}" + (f" ({queries})" if queries else "") + f"; {conn}"
 
 
 def bound_cell(pt: dict) -> str:
@@ -253,7 +267,7 @@ def run_search(engine: str, suite_name: str, workload: Workload, search: SearchC
     started = time.time()
     try:
         config = load_config(None, overrides, {"run.master": master, "run.engine": engine})
-        suite = read_suite(suite_path(suite_name, quick=True))
+        suite = read_suite(suite_path(suite_name, quick=kind not in FULL))
         req = MicroSuiteRequest(config, suite, run_dir, (workload.name,))
         result = run_micro_suite(req, stage=lambda s: print(f"  [{engine}] {s}", file=sys.stderr, flush=True),
                                  search=search)[0]
@@ -371,12 +385,16 @@ def record_figures(path: Path, points: list[dict], command: str, args) -> None:
     doc = read_figures(path)
     overrides = dict(o.split("=", 1) for o in args.overrides if "=" in o)
     trigger = overrides.get("run.trigger", "micro-batch").strip("'\"")
+    family = overrides.get("run.work", "engine").strip("'\"")
     provenance = {"command": command, "commit": checkout_version(), "machine": machine(),
-                  "measured": time.strftime("%Y-%m-%d"), "master": args.master, "trigger": trigger,
+                  "measured": time.strftime("%Y-%m-%d"), "master": args.master, "trigger": trigger, "family": family,
                   "step_seconds": args.search_seconds, "max_steps": args.search_steps, "repetitions": 1,
                   "alone": True}
-    keep = {(p["workload"], p["engine"], trigger) for p in points}
-    doc["points"] = [p for p in doc["points"] if (p["workload"], p["engine"], p.get("trigger")) not in keep]
+    # A point replaces the earlier point of its workload, engine, trigger and plan family (points
+    # recorded before plan families were the kit's plans of the time: "legacy").
+    keep = {(p["workload"], p["engine"], trigger, family) for p in points}
+    doc["points"] = [p for p in doc["points"]
+                     if (p["workload"], p["engine"], p.get("trigger"), p.get("family", "legacy")) not in keep]
     doc["points"] += [{**p, **provenance} for p in points]
     # The file is a record that grows: it is replaced whole (atomically), never left half-written.
     atomic_write(path, json.dumps(doc, indent=1, default=str) + "\n", overwrite=True)

@@ -100,17 +100,42 @@ def _result(run) -> EngineRunResult:
         restarts=tuple(r.to_dict() for r in run.restarts),
         refused_connections={"feed": int(stats.get("refused_connections") or 0),
                              "sink": int(sink.get("refused_connections") or 0)},
-        connectors=_connectors(run), bound=_bound(run))
+        connectors=_connectors(run), work=_work(run), bound=_bound(run))
 
 
-def plan_record(connectors) -> dict | None:
-    """run.json's `plan`: its connectors and, in words, where events entered and answers left."""
-    if not connectors:
+def work_text(work) -> str | None:
+    """A run's plan family and each query's plan, in one line (None when the program said none)."""
+    if not work:
         return None
-    text = f"source {connectors.get('source')}, sink {connectors.get('sink')}"
-    if connectors.get("why"):
-        text += f" ({connectors['why']})"
-    return {"text": text, "connectors": dict(connectors)}
+    queries = work.get("queries") or {}
+    text = f"plan family {work.get('family')}"
+    return text + (": " + "; ".join(f"{q}: {p}" for q, p in queries.items()) if queries else "")
+
+
+def plan_record(connectors, work=None) -> dict | None:
+    """run.json's `plan`: its connectors and, in words, where events entered and answers left, and
+    where the per-event work ran (its plan family and each query's plan)."""
+    if not connectors and not work:
+        return None
+    out: dict = {}
+    if connectors:
+        text = f"source {connectors.get('source')}, sink {connectors.get('sink')}"
+        if connectors.get("why"):
+            text += f" ({connectors['why']})"
+        out.update(text=text, connectors=dict(connectors))
+    if work:
+        out.update(work=dict(work), work_text=work_text(work))
+    return out
+
+
+def _work(run) -> dict | None:
+    started = (run.program.events if run.program else {}).get("started") or {}
+    found = started.get("work")
+    if not isinstance(found, dict):
+        return None
+    queries = found.get("queries")
+    return {"family": str(found.get("family")),
+            "queries": {str(k): str(v) for k, v in queries.items()} if isinstance(queries, dict) else {}}
 
 
 def _connectors(run) -> dict | None:
@@ -165,7 +190,7 @@ def _write_run_json(run, result: EngineRunResult) -> None:
         "refused_connections": dict(result.refused_connections),
         # Where events entered and answers left the engine (the plan's connectors, as the program
         # said), and what bounded the run (harness/bound.py).
-        "plan": plan_record(result.connectors),
+        "plan": plan_record(result.connectors, result.work),
         "bound": {"text": f"{result.bound['label']}: {result.bound['why']}", **result.bound} if result.bound else None,
     }
     write_json(run.spec.run_dir / "run.json", record)

@@ -218,6 +218,9 @@ class EngineRunResult:
     # Where events entered and answers left the engine, as the program said when it started
     # ({"source": "jvm" | "python", "sink": "jvm" | "driver-collect" | "python", "why": ...}).
     connectors: Mapping[str, object] | None = None
+    # Where the per-event work ran, as the program said when it started: {"family": run.work,
+    # "queries": {query id or "pairs": its plan in words}} (specs/TRANSLATION.md, "Plan families").
+    work: Mapping[str, object] | None = None
     # What bounded the run (harness/bound.py Verdict.to_dict(), with the CPU per part), or None
     # when nothing was sampled.
     bound: Mapping[str, object] | None = None

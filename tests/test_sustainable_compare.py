@@ -40,7 +40,9 @@ def test_each_kind_is_the_first_workload_of_its_kind_in_its_quick_suite(sc):
                      "J2": ("joins", "joins-j2-memory-table-t100"),
                      "Q7": ("patterns", "patterns-interval-w1s"),
                      "Q1H": ("filtering", "filtering-selectivity-50pct"),
-                     "NULL": ("ceiling", "ceiling-kit-null"), "PASS": ("ceiling", "ceiling-kit-pass-through")}
+                     "NULL": ("ceiling", "ceiling-kit-null"), "PASS": ("ceiling", "ceiling-kit-pass-through"),
+                     "Q7T": ("patterns", "patterns-interval-w60s")}
+    assert sc.FULL == {"Q7T"}       # the thesis's parameters: the full suite
     for kind in sc.KINDS:           # the docstring's list is the same
         assert f"{kind}  {picks[kind][0]}" in sc.__doc__ and picks[kind][1] in sc.__doc__
     with pytest.raises(CepkitError, match="Q9"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.config import DriverConfig
 from harness.engine_run import EngineRunSpec
+from harness.run_finish import work_text
 from harness.environments import engine_python
 from kit.config import Config
 from kit.engines import ENGINES
@@ -71,6 +72,9 @@ def plan_lines(result) -> tuple[str, ...]:
     """Where the run's events entered and its answers left the engine, and what bounded it
     (EngineRunResult `connectors` and `bound`, specs/ENGINE_RUN.md "What bounded a run")."""
     lines = []
+    w = getattr(result, "work", None)
+    if w:
+        lines.append(work_text(w))
     c = result.connectors
     if c:
         lines.append(f"connectors: source {c.get('source')}, sink {c.get('sink')}"

@@ -154,7 +154,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         p99_ci_low_ms=None if stats is None else stats.p99_ci_low_ms,
         p99_ci_high_ms=None if stats is None else stats.p99_ci_high_ms,
         connectors=dict(result.connectors) if result.connectors else None,
-        bound=dict(result.bound) if result.bound else None)
+        bound=dict(result.bound) if result.bound else None, work=dict(result.work) if result.work else None)
 
 
 def _joins_database(workload: Workload) -> bool:

@@ -55,17 +55,25 @@ class WorkloadResult:
     # `connectors` and `bound`, harness/bound.py); None for a workload that did not run.
     connectors: dict | None = None
     bound: dict | None = None
+    # Where the per-event work ran (run.json's plan `work`: the plan family and each query's plan).
+    work: dict | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @property
     def plan_text(self) -> str:
-        return connectors_text(self.connectors)
+        return plan_cell(self.work, self.connectors)
 
     @property
     def bound_text(self) -> str:
         return "-" if not self.bound else str(self.bound.get("label", "-"))
+
+
+def plan_cell(work: dict | None, connectors: dict | None) -> str:
+    """A run's plan as a table cell: its plan family, then `source -> sink`."""
+    family = (work or {}).get("family")
+    return f"{family}; {connectors_text(connectors)}" if family else connectors_text(connectors)
 
 
 def connectors_text(connectors: dict | None) -> str:
@@ -146,7 +154,7 @@ def search_row(r) -> dict:
            **p99_detail(best),
            "peak_rss_mib": best.peak_rss_mib if best else None, "state_mib": best.state_mib if best else None,
            "verdicts": sorted({s.verdict for s in r.steps}),
-           "connectors": connectors_text(best.connectors) if best else "-",
+           "connectors": plan_cell(getattr(best, "work", None), best.connectors) if best else "-",
            "bound": r.bound_text(), "bound_why": (r.first_failing().bound or {}).get("why") if r.first_failing() else None}
     if isinstance(r, RepeatedSearch):
         row["repeat"] = r.to_dict()

@@ -112,6 +112,7 @@ class Step:
     tail_p50_ms: int | None = None      # median event-time latency of the outputs in the steady tail
     connectors: dict | None = None      # where events entered and answers left (run.json `connectors`)
     bound: dict | None = None           # what bounded the step (harness/bound.py; run.json `bound`)
+    work: dict | None = None            # where the per-event work ran (run.json plan `work`)
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,8 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
         step = Step(n, rate, purpose, ok, reason, res.status, res.verdict, tail, qa, res.p50_ms, res.p99_ms,
                     res.peak_rss_mib, res.mean_cpu_percent, str(step_dir), res.state_mib,
                     res.latency_count, res.p99_ci_low_ms, res.p99_ci_high_ms, tail_ms,
-                    getattr(res, "connectors", None), _step_bound(getattr(res, "bound", None), ok))
+                    getattr(res, "connectors", None), _step_bound(getattr(res, "bound", None), ok),
+                    getattr(res, "work", None))
         steps.append(step)
         with open(log, "a") as fh:
             fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
