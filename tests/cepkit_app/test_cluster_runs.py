@@ -18,7 +18,8 @@ import pytest
 
 from harness.cluster import start_cluster, stop_cluster
 from harness.cluster_spec import ClusterSpec
-from tests.helpers import SHORT_PAIRS, program_event
+from tests.cepkit_app import scale_out
+from tests.helpers import REPO, SHORT_PAIRS, program_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -110,3 +111,18 @@ def test_the_written_spark_submit_line_run_by_hand_is_a_validated_run_with_the_r
     # Each executor's directory (worker-N, then its work folder, the application, the executor id).
     shipped = list(master.directory.glob(str(Path("worker-*", "work", started["app_id"], "*", "runtime.zip"))))
     assert len(shipped) == 2, shipped          # each executor got the engine's runtime
+
+
+def test_the_default_plan_runs_its_per_event_work_on_both_workers(master, tmp_path):
+    # A keyed pattern at 30,000 ev/s (tests/data/suites/scale-out.xml) in the default plan family:
+    # its work runs in the engine's keyed operator, spread over both workers' JVMs, which together
+    # are busier than the driver or client (tests/cepkit_app/scale_out.py).
+    run_dir = tmp_path / "run"
+    proc = _cepkit("micro", "--suite-file", REPO / scale_out.SUITE, "--master", master.master_url, "--out", run_dir,
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert (row["status"], row["verdict"]) == ("completed", "PASSED"), row
+    run = json.loads((run_dir / scale_out.WORKLOAD / "engine" / "run.json").read_text())
+    assert run["plan"]["work"]["family"] == "engine", run["plan"]
+    print(f"work split: {scale_out.assert_on_workers(run)}; plan: {run['plan']['work_text']}")

@@ -27,7 +27,8 @@ from harness.cluster_spec import STATE_FILE, ClusterSpec
 from harness.fault_injection import taskmanager_jvms
 from harness.flink_cluster import JOBMANAGER_CLASS, KEEPER, overview
 from kit.errors import CepkitError
-from tests.helpers import SHORT_PAIRS, program_event
+from tests.cepkit_app import scale_out
+from tests.helpers import REPO, SHORT_PAIRS, program_event
 
 # `cluster` only: CI's cluster stage runs them, its Flink stage does not run them again.
 pytestmark = [pytest.mark.cluster]
@@ -231,6 +232,23 @@ def test_the_written_flink_run_line_run_by_hand_is_a_validated_run_with_the_runt
     assert f"  run \\\n  -m {info.master_url.removeprefix('flink://')} \\\n" in script_text and "-pyfs " in script_text
 
 
+def test_the_default_plan_runs_its_per_event_work_on_both_workers(cluster, tmp_path):
+    # A keyed pattern at 30,000 ev/s (tests/data/suites/scale-out.xml) in the default plan family:
+    # its work runs in the engine's keyed operator, spread over both workers' JVMs, which together
+    # are busier than the driver or client (tests/cepkit_app/scale_out.py).
+    info, _ = cluster
+    _running(info)
+    run_dir = tmp_path / "run"
+    proc = _cepkit("micro", "--engine", "flink", "--suite-file", REPO / scale_out.SUITE, "--master", info.master_url,
+                   "--out", run_dir, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert (row["status"], row["verdict"]) == ("completed", "PASSED"), row
+    run = json.loads((run_dir / scale_out.WORKLOAD / "engine" / "run.json").read_text())
+    assert run["plan"]["work"]["family"] == "engine", run["plan"]
+    print(f"work split: {scale_out.assert_on_workers(run)}; plan: {run['plan']['work_text']}")
+
+
 def test_stop_leaves_no_jobmanager_keeper_taskmanager_or_python_worker(cluster, capsys):
     info, _ = cluster
     tree = [psutil.Process(pid) for pid in info.pids]
@@ -242,3 +260,4 @@ def test_stop_leaves_no_jobmanager_keeper_taskmanager_or_python_worker(cluster, 
     assert not (info.directory / STATE_FILE).exists()
     assert cluster_status(info.directory)["state"] == "not running"
     assert stop_cluster(info.directory) == f"no cluster is running in {info.directory}"
+
