@@ -271,6 +271,12 @@ public final class PatternLogic extends MicroQuery {
       if (!q.relevant(e)) {
         return;
       }
+      if (e.ts < latest) {
+        // Expiry relies on TS growing with the order: a broken input must not pass as a wrong answer.
+        throw new IllegalArgumentException("query " + q.id + ": events must come in TS order (specs/SEMANTICS.md "
+            + "section 1): TS " + e.ts + " after " + latest);
+      }
+      latest = e.ts;
       long k = q.stateKey(e);
       CandidateDeque c = keys.get(k);
       if (c == null) {
@@ -284,7 +290,6 @@ public final class PatternLogic extends MicroQuery {
       if (c.size() == 0) {
         keys.remove(k);
       }
-      latest = Math.max(latest, e.ts);
     }
 
     @Override
