@@ -168,3 +168,48 @@ def write_dataset(directory: Path, rows, files: int = 1) -> Path:
         {"kind": "cepkit.datagen-manifest", "schema_version": 1, "format": "parquet", "start_epoch_ms": T0,
          "files": listed}))
     return directory
+
+
+# -- the JVM logic's traces (tests/spark_runtime/test_pairs_realtime.py, tests/flink_runtime/test_pairs_flink.py) --
+# A JVM trace's output, one row per line: stream, strategy, the four doubles as their IEEE bits (an
+# order's empty), type, symbol, price, size, inputTickTS, inputTS, ingestTS.
+TRACE_COLUMNS = ["stream", "strategy", "ratio", "avgRatio", "upperBand", "lowerBand", "type", "symbol", "price",
+                 "size", "inputTickTS", "inputTS", "ingestTS"]
+TRACE_TICK_COLUMNS = ["symbol", "price", "tickTS", "TS", "offset", "ingestTS"]
+
+
+def trace_ticks(rows):
+    """Trace rows (symbol, price, tickTS) as a feed's ticks: TS = tickTS + 3, ingestTS = tickTS + 5."""
+    import pandas as pd
+
+    n = len(rows)
+    return pd.DataFrame({"symbol": [r[0] for r in rows], "price": [r[1] for r in rows],
+                         "tickTS": [r[2] for r in rows], "TS": [r[2] + 3 for r in rows], "offset": range(n),
+                         "ingestTS": [r[2] + 5 for r in rows]})
+
+
+def read_trace_output(path: Path):
+    """A JVM trace's output file as a frame, the doubles as doubles (NaN for orders)."""
+    import pandas as pd
+
+    out = pd.read_csv(path, header=None, names=TRACE_COLUMNS, keep_default_na=False,
+                      dtype={"type": str, "symbol": str})
+    ind = out.stream == "Indicator"
+    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
+        bits = np.where(ind, pd.to_numeric(out[col].where(ind, "0")), 0).astype(np.int64)
+        out[col] = np.where(ind, bits.view(np.float64), np.nan)
+    return out
+
+
+def same_as_reference(got, ref) -> None:
+    """Every reference answer once in `got`, the doubles bit for bit, and nothing else."""
+    ind = got[got.stream == "Indicator"]
+    key = ["strategy", "inputTickTS"]
+    merged = ref.indicators.merge(ind, on=key, how="outer", indicator=True, suffixes=("_ref", ""))
+    assert (merged["_merge"] == "both").all() and len(ind) == len(ref.indicators)
+    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
+        assert (merged[col] == merged[f"{col}_ref"]).all(), col
+    orders = got[got.stream == "MarketOrder"]
+    m = ref.orders.merge(orders, on=key + ["type", "symbol"], how="outer", indicator=True, suffixes=("_ref", ""))
+    assert (m["_merge"] == "both").all() and len(orders) == len(ref.orders)
+    assert (m["price"] == m["price_ref"]).all() and (m["size"] == m["size_ref"]).all()

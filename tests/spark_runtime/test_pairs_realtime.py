@@ -1,4 +1,5 @@
-"""The real-time Pairs logic in Java (spark_runtime/java/cepkit/spark/Pairs*.java) gives exactly the
+"""The real-time Pairs logic in Java (runtime_common/java/cepkit/logic/Pairs*.java, shared with Flink's
+plan, and spark_runtime/java/cepkit/spark/PairsRealTime.java) gives exactly the
 reference answers, with the very same doubles, however its ticks are cut into real-time tasks and
 its buckets' rows into runs with the state written to bytes and read back between them: the hand
 trace's worked-out orders, the trace near 2^31 cents, and the quick SF=1 dataset in 1 and 3
@@ -22,14 +23,13 @@ from harness.runtime_jar import build_jar
 from kit.workload import load_aux
 from querygen.strategies import strategies_for
 from tests.pairs_trace import (BIG_EXPECTED_ORDERS, BIG_STRATEGY_ROW, EXPECTED_INDICATORS, EXPECTED_ORDERS, STRATEGY_ROW,
-                               T0, big_price_rows, trace_rows, write_dataset)
+                               T0, TRACE_TICK_COLUMNS, big_price_rows, read_trace_output, same_as_reference,
+                               trace_rows, trace_ticks, write_dataset)
 from validator.pairs_reference import StrategyParams, compute_reference
 
 # In the e2e stage, beside the real-time runs: JVMs are slow to start, and the default run has no room.
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("javac") is None, reason="needs javac (a JDK), as scripts/setup.sh installs")]
-COLUMNS = ["stream", "strategy", "ratio", "avgRatio", "upperBand", "lowerBand", "type", "symbol", "price", "size",
-           "inputTickTS", "inputTS", "ingestTS"]
 
 
 @pytest.fixture(scope="module")
@@ -42,32 +42,18 @@ def run_trace(jar, strategies, ticks: pd.DataFrame, buckets: int, seed: int, tmp
     import pyspark
 
     (tmp_path / "s.json").write_text(json.dumps([list(s) for s in strategies]))
-    ticks[["symbol", "price", "tickTS", "TS", "offset", "ingestTS"]].to_csv(tmp_path / "t.csv", header=False,
-                                                                             index=False)
+    ticks[TRACE_TICK_COLUMNS].to_csv(tmp_path / "t.csv", header=False, index=False)
     cp = os.pathsep.join((str(jar), os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")))
     proc = subprocess.run(["java", "-cp", cp, "cepkit.spark.PairsTrace", str(tmp_path / "s.json"),
                            str(tmp_path / "t.csv"), str(buckets), str(seed), str(tmp_path / "out.csv")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = pd.read_csv(tmp_path / "out.csv", header=None, names=COLUMNS, keep_default_na=False,
-                      dtype={"type": str, "symbol": str})
-    ind = out.stream == "Indicator"
-    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
-        bits = np.where(ind, pd.to_numeric(out[col].where(ind, "0")), 0).astype(np.int64)
-        out[col] = np.where(ind, bits.view(np.float64), np.nan)
-    return out
-
-
-def _ticks(rows) -> pd.DataFrame:
-    n = len(rows)
-    return pd.DataFrame({"symbol": [r[0] for r in rows], "price": [r[1] for r in rows],
-                         "tickTS": [r[2] for r in rows], "TS": [r[2] + 3 for r in rows], "offset": range(n),
-                         "ingestTS": [r[2] + 5 for r in rows]})
+    return read_trace_output(tmp_path / "out.csv")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_hand_trace(jar, seed, tmp_path):
-    got = run_trace(jar, [STRATEGY_ROW], _ticks(trace_rows()), 1, seed, tmp_path)
+    got = run_trace(jar, [STRATEGY_ROW], trace_ticks(trace_rows()), 1, seed, tmp_path)
     ind = got[got.stream == "Indicator"].sort_values("inputTickTS")
     assert (ind.inputTickTS - T0).tolist() == [e[0] for e in EXPECTED_INDICATORS]
     for col, j in (("ratio", 1), ("avgRatio", 2), ("upperBand", 3), ("lowerBand", 4)):
@@ -78,28 +64,15 @@ def test_the_hand_trace(jar, seed, tmp_path):
     assert (ind.inputTS == ind.inputTickTS + 3).all() and (ind.ingestTS == ind.inputTickTS + 5).all()
 
 
-def _same_as_reference(got: pd.DataFrame, ref) -> None:
-    ind = got[got.stream == "Indicator"]
-    key = ["strategy", "inputTickTS"]
-    merged = ref.indicators.merge(ind, on=key, how="outer", indicator=True, suffixes=("_ref", ""))
-    assert (merged["_merge"] == "both").all() and len(ind) == len(ref.indicators)
-    for col in ("ratio", "avgRatio", "upperBand", "lowerBand"):
-        assert (merged[col] == merged[f"{col}_ref"]).all(), col
-    orders = got[got.stream == "MarketOrder"]
-    m = ref.orders.merge(orders, on=key + ["type", "symbol"], how="outer", indicator=True, suffixes=("_ref", ""))
-    assert (m["_merge"] == "both").all() and len(orders) == len(ref.orders)
-    assert (m["price"] == m["price_ref"]).all() and (m["size"] == m["size_ref"]).all()
-
-
 def test_a_genuine_crossing_near_2_31_cents(jar, tmp_path):
     rows = big_price_rows()
-    got = run_trace(jar, [BIG_STRATEGY_ROW, STRATEGY_ROW], _ticks(rows), 2, 27, tmp_path)
+    got = run_trace(jar, [BIG_STRATEGY_ROW, STRATEGY_ROW], trace_ticks(rows), 2, 27, tmp_path)
     mine = got[(got.stream == "MarketOrder") & (got.strategy == BIG_STRATEGY_ROW[0])]
     assert [(int(r.inputTickTS - T0), r.type, r.symbol, int(r.price), int(r.size)) for r in mine.itertuples()] \
         == BIG_EXPECTED_ORDERS
     ref = compute_reference(write_dataset(tmp_path / "ref", rows), [StrategyParams(*BIG_STRATEGY_ROW),
                                                                      StrategyParams(*STRATEGY_ROW)])
-    _same_as_reference(got, ref)
+    same_as_reference(got, ref)
 
 
 @pytest.mark.parametrize("buckets, seed", [(1, 3), (3, 4)])
@@ -115,4 +88,4 @@ def test_generated_data_matches_the_reference_exactly(jar, quick_pairs, buckets,
     got = run_trace(jar, spec, ticks, buckets, seed, tmp_path)
     ref = compute_reference(quick_pairs, [StrategyParams(*r) for r in spec])
     assert len(ref.indicators) > 400 and len(ref.orders) > 50
-    _same_as_reference(got, ref)
+    same_as_reference(got, ref)

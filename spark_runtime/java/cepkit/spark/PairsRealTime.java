@@ -1,5 +1,10 @@
 package cepkit.spark;
 
+import cepkit.logic.PairsBook;
+import cepkit.logic.PairsBucket;
+import cepkit.logic.PairsLayout;
+import cepkit.logic.PairsPartials;
+
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -29,12 +34,12 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <ol>
  *   <li>in the source's task, the ticks become partial rows as runtime_common/pairs_partials.py
- *   makes them ({@link TickRows}): at the first tick of a granule a clock row for every bucket,
- *   and per monitored symbol one aggregate row of the granule's ticks (count, sum, last price),
- *   sent before the next granule's clock rows;</li>
+ *   makes them ({@link TickRows}, with the shared cepkit.logic.PairsPartials): at the first tick of
+ *   a granule a clock row for every bucket, and per monitored symbol one aggregate row of the
+ *   granule's ticks (count, sum, last price), sent before the next granule's clock rows;</li>
  *   <li>one shuffle by bucket key (keys picked to land on different shuffle partitions), then the
- *   JVM {@code transformWithState} runs each bucket's strategies ({@link Processor},
- *   {@link PairsBucket}, {@link PairsBook}) with their state in Spark's state store.</li>
+ *   JVM {@code transformWithState} runs each bucket's strategies ({@link Processor}, with the
+ *   shared {@link PairsBucket} and {@link PairsBook}) with their state in Spark's state store.</li>
  * </ol>
  *
  * Every row is handled as it arrives and its outputs leave at once. The ticks reach the plan in
@@ -91,97 +96,34 @@ public final class PairsRealTime {
   }
 
   /**
-   * A task's partial rows: each granule's ticks of a symbol summed into one aggregate row (count,
-   * sum, last price), sent when the granule's last tick has been seen, i.e. at the next granule's
-   * first tick, just before that tick's clock rows, or when the task's input ends. An aggregate
-   * row changes only its symbol's open-period sums, and a bucket answers only at a clock row, so
-   * summing in the source changes no output and no output's time, and the buckets get one row per
-   * symbol and granule instead of one per tick (at quick SF 32, whose granule is 5 s: about 10,000 rows
-   * instead of 3,015,137, 0.3 %).
+   * A source task's partial rows ({@link PairsPartials}, the logic Flink's plan shares): each
+   * granule's ticks of a symbol summed into one aggregate row, and every bucket's clock row at a
+   * granule's first tick; the task starts afresh and sends its open granule's sums when its input
+   * ends.
    */
   static final class TickRows implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
     private final PairsLayout layout;
-    // A (bucket, symbol) slot per monitored symbol: bucket b's symbols from base[b] on.
-    private final int[] base;
-    private final int[] bucketOf;
-    private final int[] localOf;
 
     TickRows(PairsLayout layout) {
       this.layout = layout;
-      base = new int[layout.keys.length];
-      int slots = 0;
-      for (int b = 0; b < base.length; b++) {
-        base[b] = slots;
-        slots += layout.buckets.get(b).symbols.length;
-      }
-      bucketOf = new int[slots];
-      localOf = new int[slots];
-      for (int b = 0; b < base.length; b++) {
-        for (int j = 0; j < layout.buckets.get(b).symbols.length; j++) {
-          bucketOf[base[b] + j] = b;
-          localOf[base[b] + j] = j;
-        }
-      }
     }
 
     @Override
     public Iterator<Row> call(Iterator<Row> ticks) {
-      int size = bucketOf.length;
+      PairsPartials partials = new PairsPartials(layout);
       return new QueuedRows<Row>(ticks) {
-        private long lastGranule = Long.MIN_VALUE;
-        // The open granule's sums per (bucket, symbol) slot, and the slots it touched in order.
-        private final long[] count = new long[size];
-        private final long[] sum = new long[size];
-        private final long[] price = new long[size];
-        private final long[] offset = new long[size];
-        private final int[] touched = new int[size];
-        private int touchedN;
+        private final PairsPartials.Out out = (key, granule, code, cnt, sum, price, offset, tickTs, ts, ingestTs) ->
+            queued.add(RowFactory.create(key, granule, code, cnt, sum, price, offset, tickTs, ts, ingestTs));
 
         @Override
         protected void end() {
-          sendSums();
+          partials.flush(out);
         }
 
         @Override
         protected void take(Row t) {
-          String symbol = t.getString(0);
-          long p = t.getInt(1);
-          long tickTs = t.getLong(2);
-          long g = Math.floorDiv(tickTs, layout.granuleMs);
-          int[] place = layout.placeOf.get(symbol);
-          if (g != lastGranule) {
-            sendSums();
-            // The first tick of a granule (or of this task, which a bucket that saw it ignores):
-            // every bucket's clock.
-            for (int b = 0; b < layout.keys.length; b++) {
-              int local = place != null && place[0] == b ? place[1] : -1;
-              queued.add(RowFactory.create(layout.keys[b], g, local, 0L, 0L, p, t.getLong(4), tickTs,
-                  t.getLong(3), t.getLong(5)));
-            }
-            lastGranule = g;
-          }
-          if (place != null) {
-            int slot = base[place[0]] + place[1];
-            if (count[slot] == 0) {
-              touched[touchedN++] = slot;
-            }
-            count[slot]++;
-            sum[slot] += p;
-            price[slot] = p;
-            offset[slot] = t.getLong(4);
-          }
-        }
-
-        private void sendSums() {
-          for (int i = 0; i < touchedN; i++) {
-            int slot = touched[i];
-            queued.add(RowFactory.create(layout.keys[bucketOf[slot]], lastGranule, localOf[slot], count[slot],
-                sum[slot], price[slot], offset[slot], 0L, 0L, 0L));
-            count[slot] = 0;
-            sum[slot] = 0;
-          }
-          touchedN = 0;
+          partials.tick(t.getString(0), t.getInt(1), t.getLong(2), t.getLong(3), t.getLong(4), t.getLong(5), out);
         }
       };
     }

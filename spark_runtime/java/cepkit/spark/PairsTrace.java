@@ -1,5 +1,9 @@
 package cepkit.spark;
 
+import cepkit.logic.PairsBook;
+import cepkit.logic.PairsBucket;
+import cepkit.logic.PairsLayout;
+
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;

@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.logic;
 
 import cepkit.wire.FrameClient;
 
@@ -19,23 +19,24 @@ import com.fasterxml.jackson.databind.JsonNode;
  * The Pairs strategies of a program and their buckets, as runtime_common/pairs_partials.py's
  * {@code Layout} makes them: the granule (the gcd of the period lengths), the monitored symbols,
  * and buckets of whole connected components of the "strategy watches symbol" graph, balanced by
- * size, largest first onto the lightest bucket. A bucket is one state key of the real-time plan
- * ({@link PairsRealTime}); its symbols are coded by their position in its sorted symbol list.
+ * size, largest first onto the lightest bucket. A bucket is one state key of the JVM plans
+ * (cepkit.spark.PairsRealTime, cepkit.flink.PairsFlink); its symbols are coded by their position in
+ * its sorted symbol list.
  */
-final class PairsLayout implements Serializable {
+public final class PairsLayout implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /** One strategy: (alias, symbol1, symbol2, funds in cents, period in s, N, bands multiplier, stop-loss fraction). */
-  static final class Strategy implements Serializable {
+  public static final class Strategy implements Serializable {
     private static final long serialVersionUID = 1L;
-    final String alias;
-    final String symbol1;
-    final String symbol2;
-    final long fundsCents;
-    final long periodS;
-    final int numPeriods;
-    final double bandsMultiplier;
-    final double stopLoss;
+    public final String alias;
+    public final String symbol1;
+    public final String symbol2;
+    public final long fundsCents;
+    public final long periodS;
+    public final int numPeriods;
+    public final double bandsMultiplier;
+    public final double stopLoss;
 
     Strategy(String alias, String symbol1, String symbol2, long fundsCents, long periodS, int numPeriods,
              double bandsMultiplier, double stopLoss) {
@@ -58,11 +59,11 @@ final class PairsLayout implements Serializable {
   }
 
   /** One state key: its symbols (sorted; a symbol's local code is its position) and strategies. */
-  static final class Bucket implements Serializable {
+  public static final class Bucket implements Serializable {
     private static final long serialVersionUID = 1L;
-    final int index;
-    final String[] symbols;
-    final List<Strategy> strategies;
+    public final int index;
+    public final String[] symbols;
+    public final List<Strategy> strategies;
 
     Bucket(int index, String[] symbols, List<Strategy> strategies) {
       this.index = index;
@@ -71,15 +72,15 @@ final class PairsLayout implements Serializable {
     }
   }
 
-  final List<Strategy> strategies;
-  final long granuleMs;
-  final List<Bucket> buckets = new ArrayList<>();
-  final int[] keys;
+  public final List<Strategy> strategies;
+  public final long granuleMs;
+  public final List<Bucket> buckets = new ArrayList<>();
+  public final int[] keys;
   // Every monitored symbol: its bucket and its code in that bucket.
-  final Map<String, int[]> placeOf = new HashMap<>();
+  public final Map<String, int[]> placeOf = new HashMap<>();
 
   /** @param rows the program's strategy rows as JSON: [[alias, s1, s2, funds, period_s, N, mult, stop], ...] */
-  static PairsLayout fromJson(String rows, int buckets, int[] keys) {
+  public static PairsLayout fromJson(String rows, int buckets, int[] keys) {
     List<Strategy> out = new ArrayList<>();
     try {
       for (JsonNode r : FrameClient.JSON.readTree(rows)) {
@@ -92,7 +93,7 @@ final class PairsLayout implements Serializable {
     return new PairsLayout(out, buckets, keys);
   }
 
-  PairsLayout(List<Strategy> strategies, int wanted, int[] keys) {
+  public PairsLayout(List<Strategy> strategies, int wanted, int[] keys) {
     if (strategies.isEmpty()) {
       throw new IllegalArgumentException("pairs: no strategies");
     }

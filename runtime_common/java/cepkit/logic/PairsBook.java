@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.logic;
 
 import java.util.Arrays;
 import java.util.List;
@@ -13,7 +13,7 @@ import java.util.Map;
  * in integer cents. Java's double arithmetic is IEEE 754 like numpy's and nothing here is fused,
  * so the same operations in the same order give the same bits.
  */
-final class PairsBook {
+public final class PairsBook {
   static final byte FLAT = 0;
   static final byte LONG_SHORT = 1;
   static final byte SHORT_LONG = 2;
@@ -62,7 +62,7 @@ final class PairsBook {
   }
 
   /** Where a closed period's output rows go. */
-  interface Out {
+  public interface Out {
     void indicator(String strategy, double ratio, double avg, double upper, double lower, long tickTs, long ts,
                    long ingestTs);
 

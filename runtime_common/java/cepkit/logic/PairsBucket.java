@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.logic;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -15,22 +15,25 @@ import java.util.TreeMap;
  * later than the open one closes the open period of every period length P that it starts a later
  * period of (PAIRS_SEMANTICS.md section 2), with the last trade prices at that tick; an aggregate
  * row (count > 0) adds a tick of one of the bucket's symbols to the open period of every P. A
- * clock row of a granule already open (sent again when a real-time batch's reader starts) changes
- * nothing; one of an earlier granule, or an aggregate row of a granule that is not open, means
+ * clock row of a granule already open (sent again when a real-time batch's reader, or a restored
+ * Flink job's partials operator, starts) changes nothing; one of an earlier granule, or an aggregate row of a granule that is not open, means
  * ticks out of order, and fails the query.
  *
- * <p>Its state (specs/TRANSLATION.md, "Pairs in real-time mode") is kept in a {@link Store} as
+ * <p>Engine-neutral: Spark's real-time {@code transformWithState} (cepkit.spark.PairsRealTime) and
+ * Flink's {@code KeyedProcessFunction} (cepkit.flink.PairsFlink) run it over their keyed state.
+ * Its state (specs/TRANSLATION.md, "Pairs in real-time mode") is kept in a {@link Store} as
  * packed little-endian byte records: {@code clock} (the open granule and the open period of each P),
  * one {@code symbol} record per symbol (its open-period price sum and tick count per P, and its last
  * trade price), and {@code books} (every strategy's state). A bucket reads its store once, the first
  * time it is used ({@link #attach}), keeps the decoded state, and {@link #flush} writes back only
  * the records that rows changed: an aggregate row changes one symbol's record, a closing clock row
  * the clock, the closed periods' symbols and the books. Real-time mode hands a bucket its rows
- * one or a few at a time, so rewriting a whole record per call was where its time went.
+ * one or a few at a time (Flink one at a time), so rewriting a whole record per call was where its
+ * time went.
  */
-final class PairsBucket {
-  /** Where a bucket's records live between runs of rows (Spark's state store, or the test's map). */
-  interface Store {
+public final class PairsBucket {
+  /** Where a bucket's records live between runs of rows (the engine's keyed state, or a test's map). */
+  public interface Store {
     byte[] clock();                     // null: unset
 
     void clock(byte[] record);
@@ -64,7 +67,7 @@ final class PairsBucket {
   private final boolean[] symbolChanged;
   private boolean booksChanged;
 
-  PairsBucket(PairsLayout.Bucket bucket, long granuleMs) {
+  public PairsBucket(PairsLayout.Bucket bucket, long granuleMs) {
     this.bucket = bucket;
     this.granuleMs = granuleMs;
     Map<String, Integer> code = new HashMap<>();
@@ -87,13 +90,13 @@ final class PairsBucket {
   }
 
   /** Whether the state was read from a store already. */
-  boolean attached() {
+  public boolean attached() {
     return store != null;
   }
 
   /** Read the clock and symbol records from {@code from} (the books wait for a period to close);
    * later flushes write there. */
-  void attach(Store from) {
+  public void attach(Store from) {
     store = from;
     int p = periods.length;
     openPeriods = new long[p];
@@ -128,7 +131,7 @@ final class PairsBucket {
   }
 
   /** Write the records rows changed since the last flush. */
-  void flush() {
+  public void flush() {
     int p = periods.length;
     if (clockChanged) {
       ByteBuffer b = ByteBuffer.allocate(8 * (1 + p)).order(ByteOrder.LITTLE_ENDIAN);
@@ -221,7 +224,7 @@ final class PairsBucket {
    * One partial row (pairs_partials.PARTIAL_FIELDS without the key): a clock row when
    * {@code cnt == 0}, else an aggregate row of symbol {@code code}.
    */
-  void process(long g, int code, long cnt, long sum, long price, long tickTs, long ts, long ingestTs,
+  public void process(long g, int code, long cnt, long sum, long price, long tickTs, long ts, long ingestTs,
                PairsBook.Out out) {
     if (cnt == 0) {
       if (granule >= 0 && g <= granule) {
