@@ -14,7 +14,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * class (only Jackson, relocated for Flink by harness/javac.py).
  *
  * <p>{@link #fromJson} gives the kind's subclass ({@link CountWindowLogic}, {@link WindowJoinLogic},
- * {@link PatternLogic}). What an engine needs from any of them:
+ * {@link PatternLogic}, {@link TimeWindowLogic}). What an engine needs from any of them:
  * <ul>
  *   <li>{@link #inputs}: the stream names; an {@link Event}'s {@code stream} is an index into it;</li>
  *   <li>{@link #attributes}: how many {@code A} values events must carry;</li>
@@ -69,6 +69,8 @@ public abstract class MicroQuery {
         return new WindowJoinLogic(q);
       case "pattern":
         return new PatternLogic(q);
+      case "time_window":
+        return new TimeWindowLogic(q);
       default:
         throw new IllegalArgumentException("query " + text(q, "id") + ": no Java logic for kind " + kind);
     }

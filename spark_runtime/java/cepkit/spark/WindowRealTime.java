@@ -1,5 +1,9 @@
 package cepkit.spark;
 
+import cepkit.logic.WindowBucket;
+import cepkit.logic.WindowPanes;
+import cepkit.logic.WindowQuery;
+
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.AbstractMap;
@@ -70,7 +74,28 @@ public final class WindowRealTime {
     System.arraycopy(q.valueFields, 0, rest, 1 + q.groupBy.length, q.valueFields.length);
     Dataset<Row> partials = events.select("TS", rest).mapPartitions(new EventRows(q, keys), Encoders.row(PARTIAL));
     return partials.groupBy("key").as(Encoders.INT(), Encoders.row(PARTIAL))
-        .transformWithState(new Processor(q), TimeMode.None(), OutputMode.Update(), Encoders.row(q.outputSchema()));
+        .transformWithState(new Processor(q), TimeMode.None(), OutputMode.Update(), Encoders.row(outputSchema(q)));
+  }
+
+  /** The plan's rows: stream, the query's fields (WindowQuery#row's order), ingestTS. */
+  static StructType outputSchema(WindowQuery q) {
+    StructType s = new StructType().add("stream", DataTypes.StringType);
+    for (int i = 0; i < q.outFields.length; i++) {
+      switch (q.outTypes[i]) {
+        case "int":
+          s = s.add(q.outFields[i], DataTypes.IntegerType);
+          break;
+        case "long":
+          s = s.add(q.outFields[i], DataTypes.LongType);
+          break;
+        case "double":
+          s = s.add(q.outFields[i], DataTypes.DoubleType);
+          break;
+        default:
+          throw new IllegalArgumentException("time window: no Spark type for " + q.outTypes[i]);
+      }
+    }
+    return s.add("ingestTS", DataTypes.LongType);
   }
 
   static byte[] pack(double[] values) {

@@ -1,5 +1,8 @@
 package cepkit.spark;
 
+import cepkit.logic.WindowBucket;
+import cepkit.logic.WindowQuery;
+
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;

@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.logic;
 
 import java.util.Arrays;
 import java.util.HashMap;
@@ -8,8 +8,9 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * One state key's share of a time-window query in real-time mode (specs/TRANSLATION.md): the pane
- * records of its groups, fed the rows the source's task makes ({@link WindowRealTime.EventRows}).
+ * One state key's share of a time-window query (specs/TRANSLATION.md): the pane records of its
+ * groups, fed partial records and clocks (Spark: the rows its source's task makes,
+ * spark_runtime/java/cepkit/spark/WindowRealTime.java; {@link TimeWindowLogic}: its own).
  *
  * <ul>
  *   <li>a <em>partial</em> row adds one (pane, group) record of the source's to the group's panes;</li>
@@ -27,9 +28,9 @@ import java.util.Set;
  * ({@link WindowPanes}) of the panes an open window still reads. A bucket reads the store once
  * per task and keeps it decoded; {@link #flush} writes what changed.
  */
-final class WindowBucket {
+public final class WindowBucket {
   /** Where a bucket's records live between tasks (Spark's state store, or the tests' map). */
-  interface Store {
+  public interface Store {
     /** The last clock's pane; null before any. */
     Long clock();
 
@@ -42,8 +43,8 @@ final class WindowBucket {
     void remove(String key);
   }
 
-  /** Takes each output row's values (WindowQuery#outputSchema order). */
-  interface Out {
+  /** Takes each output row's values ({@link WindowQuery#row}'s order: query id, fields, ingestTS). */
+  public interface Out {
     void row(Object[] values);
   }
 
@@ -55,16 +56,16 @@ final class WindowBucket {
   private final Map<Key, WindowPanes> groups = new HashMap<>();
   private final Set<Key> changed = new HashSet<>();
 
-  WindowBucket(WindowQuery q) {
+  public WindowBucket(WindowQuery q) {
     this.q = q;
   }
 
-  boolean attached() {
+  public boolean attached() {
     return store != null;
   }
 
   /** Read the bucket's records from `s` (once per task: what is decoded is valid within it). */
-  void attach(Store s) {
+  public void attach(Store s) {
     store = s;
     Long clock = s.clock();
     lastPane = clock == null ? NONE : clock;
@@ -81,7 +82,7 @@ final class WindowBucket {
     }
   }
 
-  void partial(long pane, long n, double[] group, double[] stats, double[][] values) {
+  public void partial(long pane, long n, double[] group, double[] stats, double[][] values) {
     if (lastPane != NONE && pane < lastPane) {
       throw new IllegalStateException("time window " + q.id + ": records of pane " + pane + " after the clock of pane "
           + lastPane);
@@ -95,7 +96,7 @@ final class WindowBucket {
     changed.add(key);
   }
 
-  void clock(long pane, long ts, long ingestTs, Out out) {
+  public void clock(long pane, long ts, long ingestTs, Out out) {
     if (lastPane == NONE) {
       // The first event: the windows it would close end at or before its TS and hold no event.
       lastPane = pane;
@@ -156,7 +157,7 @@ final class WindowBucket {
   }
 
   /** Write what the rows handled since the last flush changed. */
-  void flush() {
+  public void flush() {
     if (clockChanged) {
       store.clock(lastPane);
       clockChanged = false;
@@ -173,11 +174,11 @@ final class WindowBucket {
   }
 
   /** A group: its values as doubles (exact for the ids groups are keyed by), hashed once. */
-  static final class Key {
-    final double[] values;
+  public static final class Key {
+    public final double[] values;
     private final int hash;
 
-    Key(double[] values) {
+    public Key(double[] values) {
       this.values = values;
       this.hash = Arrays.hashCode(values);
     }
@@ -193,7 +194,7 @@ final class WindowBucket {
     }
 
     /** The state store's key: each value's bits in hex (exact, and the same on every JVM). */
-    String name() {
+    public String name() {
       StringBuilder b = new StringBuilder();
       for (double v : values) {
         b.append(b.length() == 0 ? "" : ",").append(Long.toHexString(Double.doubleToLongBits(v)));
@@ -201,7 +202,7 @@ final class WindowBucket {
       return b.toString();
     }
 
-    static Key parse(String name) {
+    public static Key parse(String name) {
       if (name.isEmpty()) {
         return new Key(new double[0]);
       }

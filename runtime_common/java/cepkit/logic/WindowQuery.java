@@ -1,6 +1,4 @@
-package cepkit.spark;
-
-import cepkit.wire.FrameClient;
+package cepkit.logic;
 
 import java.io.IOException;
 import java.io.Serializable;
@@ -11,48 +9,48 @@ import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructType;
-
 /**
  * A time-window query (Q3 TimeWindowAggregation, Q4 TwoLevelAggregation; specs/SEMANTICS.md section
- * 5) as the real-time plan ({@link WindowRealTime}) reads it from the program's query literal
- * (translators/micro_literal.py: id, fields, types, range_ms, slide_ms, group_by, aggregates).
+ * 5) as the paned plans read it from the program's query literal (translators/micro_literal.py: id,
+ * fields, types, range_ms, slide_ms, group_by, aggregates): Spark's (spark_runtime/java/cepkit/spark/
+ * WindowRealTime.java, which adds the Spark schema of its rows) and {@link TimeWindowLogic}.
  *
  * <p>Its <em>value fields</em> are the distinct fields an aggregate other than COUNT reads; each
- * pane record keeps four statistics per value field (sum, M2, max, min) and, for a field some
+ * pane record keeps six statistics per value field (sum, M2, max, min, anchor, mean from the anchor) and, for a field some
  * MEDIAN reads, the values themselves. Group values travel as doubles: exact for the integer ids
  * the workloads group by (below 2^53).
  */
-final class WindowQuery implements Serializable {
+public final class WindowQuery implements Serializable {
   private static final long serialVersionUID = 1L;
-  static final int SUM = 0;
-  static final int M2 = 1;
-  static final int MAX = 2;
-  static final int MIN = 3;
-  static final int STATS = 4;
+  public static final int SUM = 0;
+  public static final int M2 = 1;
+  public static final int MAX = 2;
+  public static final int MIN = 3;
+  /** A value of the record (its first), and the mean of the values minus it (see WindowPanes). */
+  public static final int ANCHOR = 4;
+  public static final int MEAN = 5;
+  public static final int STATS = 6;
 
-  final String id;
-  final long slideMs;
+  public final String id;
+  public final long slideMs;
   /** Panes per window: range / slide. */
-  final int k;
-  final String[] groupBy;
-  final String[] valueFields;
+  public final int k;
+  public final String[] groupBy;
+  public final String[] valueFields;
   /** Per value field: whether a MEDIAN reads it (its values are kept). */
-  final boolean[] median;
-  final String[] functions;
+  public final boolean[] median;
+  public final String[] functions;
   /** Per aggregate: the index of its field among the value fields (-1 for COUNT). */
-  final int[] fieldOf;
-  final String[] outFields;
-  final String[] outTypes;
+  public final int[] fieldOf;
+  public final String[] outFields;
+  public final String[] outTypes;
   /** Per output field: a group field's index, AGGREGATE_BASE + an aggregate's, WINDOW_END or INPUT_TS. */
   private final int[] kinds;
   private static final int WINDOW_END = -1;
   private static final int INPUT_TS = -2;
   private static final int AGGREGATE_BASE = 1 << 20;
 
-  WindowQuery(String id, long rangeMs, long slideMs, String[] groupBy, String[] functions, String[] aggFields,
+  public WindowQuery(String id, long rangeMs, long slideMs, String[] groupBy, String[] functions, String[] aggFields,
               String[] aliases, String[] outFields, String[] outTypes) {
     if (slideMs <= 0 || rangeMs <= 0 || rangeMs % slideMs != 0) {
       throw new IllegalArgumentException("query " + id + ": range_ms must be a positive multiple of slide_ms, got "
@@ -106,9 +104,17 @@ final class WindowQuery implements Serializable {
   }
 
   /** The query literal of a generated program, as JSON. */
-  static WindowQuery fromJson(String json) {
+  public static WindowQuery fromJson(String json) {
     try {
-      JsonNode q = FrameClient.JSON.readTree(json);
+      return fromNode(MicroQuery.JSON.readTree(json));
+    } catch (IOException e) {
+      throw new IllegalArgumentException("time window: the query literal is not one: " + e);
+    }
+  }
+
+  /** The query literal, parsed. */
+  static WindowQuery fromNode(JsonNode q) {
+    try {
       JsonNode aggs = q.get("aggregates");
       String[] functions = new String[aggs.size()];
       String[] fields = new String[aggs.size()];
@@ -120,7 +126,7 @@ final class WindowQuery implements Serializable {
       }
       return new WindowQuery(q.get("id").asText(), q.get("range_ms").asLong(), q.get("slide_ms").asLong(),
           texts(q.get("group_by")), functions, fields, aliases, texts(q.get("fields")), texts(q.get("types")));
-    } catch (IOException | NullPointerException e) {
+    } catch (NullPointerException e) {
       throw new IllegalArgumentException("time window: the query literal is not one: " + e);
     }
   }
@@ -133,30 +139,11 @@ final class WindowQuery implements Serializable {
     return out.toArray(new String[0]);
   }
 
-  private static DataType sparkType(String logical) {
-    switch (logical) {
-      case "int":
-        return DataTypes.IntegerType;
-      case "long":
-        return DataTypes.LongType;
-      case "double":
-        return DataTypes.DoubleType;
-      default:
-        throw new IllegalArgumentException("time window: no Spark type for " + logical);
-    }
-  }
-
-  /** The plan's rows: stream, the query's fields, ingestTS. */
-  StructType outputSchema() {
-    StructType s = new StructType().add("stream", DataTypes.StringType);
-    for (int i = 0; i < outFields.length; i++) {
-      s = s.add(outFields[i], sparkType(outTypes[i]));
-    }
-    return s.add("ingestTS", DataTypes.LongType);
-  }
-
-  /** One output row's values (in outputSchema's order) for window m of a group. */
-  Object[] row(double[] group, long m, long n, double[] stats, double[][] medians, long ts, long ingestTs) {
+  /**
+   * One output row's values for window m of a group: the query id (the output stream), the
+   * query's fields (Integer, Long or Double per their types), ingestTS.
+   */
+  public Object[] row(double[] group, long m, long n, double[] stats, double[][] medians, long ts, long ingestTs) {
     Object[] out = new Object[outFields.length + 2];
     out[0] = id;
     for (int i = 0; i < outFields.length; i++) {
@@ -200,7 +187,7 @@ final class WindowQuery implements Serializable {
   }
 
   /** The middle of the sorted values; the mean of the two middle ones for an even count. */
-  static double middle(double[] values) {
+  public static double middle(double[] values) {
     double[] v = values.clone();
     java.util.Arrays.sort(v);
     int h = v.length / 2;

@@ -1,4 +1,4 @@
-package cepkit.spark;
+package cepkit.logic;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -7,14 +7,20 @@ import java.util.Arrays;
 /**
  * One group's pane records of a time-window query (the paned plan of specs/SEMANTICS.md section
  * 5): per pane {@code [j*slide, (j+1)*slide)} its event count and, per value field, the sum, M2
- * (the sum of squared deviations from the pane's mean), max and min, plus the values themselves for
- * a field a MEDIAN reads. Panes are in increasing order; records merge with Chan et al.'s formula,
- * so no sum of squares is ever formed.
+ * (the sum of squared deviations from the pane's mean), max, min, an anchor (one of its values)
+ * and the mean of the values minus the anchor, plus the values themselves for a field a MEDIAN
+ * reads. Panes are in increasing order; records merge with Chan et al.'s formula, so no sum of
+ * squares is ever formed, and the difference of two records' means is taken as (difference of
+ * anchors) + (difference of the means from them): for values close together far from 0 (1e9 +-
+ * 1) both parts are exact or small, where sum / n would round at the scale of the values and
+ * spoil the between-record term of STDEV. Engine-neutral (package cepkit.logic): Spark's real-time
+ * and micro-batch plans (spark_runtime/java/cepkit/spark/WindowRealTime.java) and
+ * {@link TimeWindowLogic} use it.
  *
  * <p>{@link Acc} is the source side's running record of one (pane, group): Welford's update per
  * event.
  */
-final class WindowPanes {
+public final class WindowPanes {
   final long[] pane;
   final long[] n;
   /** Per pane, {@link WindowQuery#STATS} doubles per value field. */
@@ -90,10 +96,11 @@ final class WindowPanes {
   static double[] merged(long na, double[] a, long nb, double[] b) {
     double[] out = new double[a.length];
     for (int f = 0; f < a.length; f += WindowQuery.STATS) {
-      double sa = a[f + WindowQuery.SUM];
-      double sb = b[f + WindowQuery.SUM];
-      double delta = sb / nb - sa / na;
-      out[f + WindowQuery.SUM] = sa + sb;
+      double delta = (b[f + WindowQuery.ANCHOR] - a[f + WindowQuery.ANCHOR])
+          + (b[f + WindowQuery.MEAN] - a[f + WindowQuery.MEAN]);
+      out[f + WindowQuery.SUM] = a[f + WindowQuery.SUM] + b[f + WindowQuery.SUM];
+      out[f + WindowQuery.ANCHOR] = a[f + WindowQuery.ANCHOR];
+      out[f + WindowQuery.MEAN] = a[f + WindowQuery.MEAN] + delta * ((double) nb / (na + nb));
       out[f + WindowQuery.M2] = a[f + WindowQuery.M2] + b[f + WindowQuery.M2]
           + delta * delta * ((double) na * nb / (na + nb));
       out[f + WindowQuery.MAX] = Math.max(a[f + WindowQuery.MAX], b[f + WindowQuery.MAX]);
@@ -163,10 +170,14 @@ final class WindowPanes {
     return out;
   }
 
-  /** The source side's record of one (pane, group): Welford's running mean and M2 per value field. */
-  static final class Acc {
-    long n;
+  /**
+   * The source side's record of one (pane, group): per value field Welford's running mean and M2
+   * of the values minus the anchor (the record's first value), the sum, max and min.
+   */
+  public static final class Acc {
+    public long n;
     final double[] sum;
+    final double[] anchor;
     final double[] mean;
     final double[] m2;
     final double[] max;
@@ -174,9 +185,10 @@ final class WindowPanes {
     final double[][] values;
     final int[] counts;
 
-    Acc(boolean[] median) {
+    public Acc(boolean[] median) {
       int f = median.length;
       sum = new double[f];
+      anchor = new double[f];
       mean = new double[f];
       m2 = new double[f];
       max = new double[f];
@@ -190,12 +202,16 @@ final class WindowPanes {
       }
     }
 
-    void add(double[] x) {
+    public void add(double[] x) {
       n++;
       for (int f = 0; f < x.length; f++) {
-        double delta = x[f] - mean[f];
+        if (n == 1) {
+          anchor[f] = x[f];
+        }
+        double d = x[f] - anchor[f];
+        double delta = d - mean[f];
         mean[f] += delta / n;
-        m2[f] += delta * (x[f] - mean[f]);
+        m2[f] += delta * (d - mean[f]);
         sum[f] += x[f];
         max[f] = Math.max(max[f], x[f]);
         min[f] = Math.min(min[f], x[f]);
@@ -208,19 +224,64 @@ final class WindowPanes {
       }
     }
 
-    double[] stats() {
+    public double[] stats() {
       double[] out = new double[sum.length * WindowQuery.STATS];
       for (int f = 0; f < sum.length; f++) {
         out[f * WindowQuery.STATS + WindowQuery.SUM] = sum[f];
         out[f * WindowQuery.STATS + WindowQuery.M2] = m2[f];
         out[f * WindowQuery.STATS + WindowQuery.MAX] = max[f];
         out[f * WindowQuery.STATS + WindowQuery.MIN] = min[f];
+        out[f * WindowQuery.STATS + WindowQuery.ANCHOR] = anchor[f];
+        out[f * WindowQuery.STATS + WindowQuery.MEAN] = mean[f];
       }
       return out;
     }
 
+    /** Every number of the record (little-endian): n, then per field sum, anchor, mean, M2, max, min and its kept values. */
+    void write(ByteBuffer b) {
+      b.putLong(n);
+      for (int f = 0; f < sum.length; f++) {
+        b.putDouble(sum[f]).putDouble(anchor[f]).putDouble(mean[f]).putDouble(m2[f]).putDouble(max[f]).putDouble(min[f]);
+        if (values[f] != null) {
+          b.putInt(counts[f]);
+          for (int i = 0; i < counts[f]; i++) {
+            b.putDouble(values[f][i]);
+          }
+        }
+      }
+    }
+
+    int byteSize() {
+      int size = 8 + 48 * sum.length;
+      for (int f = 0; f < sum.length; f++) {
+        size += values[f] == null ? 0 : 4 + 8 * counts[f];
+      }
+      return size;
+    }
+
+    static Acc read(ByteBuffer b, boolean[] median) {
+      Acc a = new Acc(median);
+      a.n = b.getLong();
+      for (int f = 0; f < median.length; f++) {
+        a.sum[f] = b.getDouble();
+        a.anchor[f] = b.getDouble();
+        a.mean[f] = b.getDouble();
+        a.m2[f] = b.getDouble();
+        a.max[f] = b.getDouble();
+        a.min[f] = b.getDouble();
+        if (median[f]) {
+          a.counts[f] = b.getInt();
+          a.values[f] = new double[Math.max(8, a.counts[f])];
+          for (int i = 0; i < a.counts[f]; i++) {
+            a.values[f][i] = b.getDouble();
+          }
+        }
+      }
+      return a;
+    }
+
     /** The kept values per field (null where no MEDIAN reads it), as packed doubles: field-major. */
-    double[] keptValues() {
+    public double[] keptValues() {
       int total = 0;
       for (int f = 0; f < values.length; f++) {
         total += values[f] == null ? 0 : counts[f];
@@ -238,7 +299,7 @@ final class WindowPanes {
   }
 
   /** Packed field-major values (n per kept field) back into one array per field. */
-  static double[][] unpackValues(double[] packed, long n, boolean[] median) {
+  public static double[][] unpackValues(double[] packed, long n, boolean[] median) {
     double[][] out = new double[median.length][];
     int at = 0;
     for (int f = 0; f < median.length; f++) {
