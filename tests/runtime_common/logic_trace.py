@@ -108,7 +108,8 @@ def run_cases(cases: list[Case], work: Path, fails: bool = False) -> str:
                          "seed": c.seed, "mode": c.mode, "out": str(work / f"out-{i}.csv")})
     (work / "manifest.json").write_text(json.dumps({"cases": manifest}))
     # C1 only: a short run of many small cases, where the JIT's second tier costs more than it saves.
-    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", class_path(), "cepkit.logic.LogicTrace", str(work / "manifest.json")],
+    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", class_path(), "cepkit.logic.LogicTrace",
+                           str(work / "manifest.json")],
                           capture_output=True, text=True, timeout=600)
     if fails:
         assert proc.returncode != 0

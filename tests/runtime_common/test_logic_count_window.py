@@ -48,8 +48,8 @@ _STREAM = _random_stream()
 for _how in BATCHINGS:
     for _rows, _slide, _gb in [(7, 1, ("ID",)), (10, 10, ("ID",)), (10, 3, ("ID",)), (10, 3, ()), (9, 9, ()),
                                (1, 1, ("ID",)), (100, 1, ()), (60, 7, ("ID",)), (12, 5, ("A2", "ID"))]:
-        _add(f"all-{_rows}-{_slide}-{'-'.join(_gb)}-{_how}", CountWindowAggregation("q", "S1", _rows, _slide, ALL_FUNCS, _gb),
-             _STREAM, _how)
+        _add(f"all-{_rows}-{_slide}-{'-'.join(_gb)}-{_how}",
+             CountWindowAggregation("q", "S1", _rows, _slide, ALL_FUNCS, _gb), _STREAM, _how)
 
 _STREAM5 = _random_stream(seed=5)
 for _f in FUNCS:
@@ -61,7 +61,8 @@ for _f in FUNCS:
 _STREAM6 = _random_stream(seed=6, n=150)
 for _slide in (1, 5, 150):
     for _how in (7, "random", "all"):
-        _add(f"longer-{_slide}-{_how}", CountWindowAggregation("q", "S1", 151, _slide, ALL_FUNCS, ("ID",)), _STREAM6, _how)
+        _add(f"longer-{_slide}-{_how}", CountWindowAggregation("q", "S1", 151, _slide, ALL_FUNCS, ("ID",)),
+             _STREAM6, _how)
         _add(f"equal-{_slide}-{_how}", CountWindowAggregation("q", "S1", 150, _slide, ALL_FUNCS, ()), _STREAM6, _how)
 
 _add("constant-group", CountWindowAggregation("q", "S1", 150, 2, (Aggregate("STDEV", "A2", "sd"),
@@ -76,16 +77,16 @@ _DRIFT.loc[[1500, 2500, 3500], "A1"] = [1e12, -1e11, 1e10]          # spikes tha
 for _how in ("random", "all"):
     for _rows, _slide, _ids in [(300, 1, 3), (200, 1, 1), (400, 37, 4), (300, 300, 3)]:
         _df = _DRIFT.assign(ID=(_DRIFT["ID"] - 1) % _ids + 1)
-        _add(f"drift-{_rows}-{_slide}-{_ids}-{_how}", CountWindowAggregation("q", "S1", _rows, _slide, ALL_FUNCS, ("ID",)),
-             _df, _how)
+        _add(f"drift-{_rows}-{_slide}-{_ids}-{_how}",
+             CountWindowAggregation("q", "S1", _rows, _slide, ALL_FUNCS, ("ID",)), _df, _how)
 
 for _seed in (11, 12, 13):
     _df = _random_stream(seed=_seed, n=300, ids=int(np.random.default_rng(_seed).choice([1, 4, 40])))
     _gb = [("ID",), (), ("A2", "ID")][_seed % 3]
     for _how in BATCHINGS:
         for _rows, _slide in [(1, 1), (3, 1), (3, 2), (3, 3), (50, 1), (50, 9), (50, 50), (400, 3)]:
-            _add(f"random-{_seed}-{_how}-{_rows}-{_slide}", CountWindowAggregation("q", "S1", _rows, _slide, MORE_FUNCS, _gb),
-                 _df, _how)
+            _add(f"random-{_seed}-{_how}-{_rows}-{_slide}",
+                 CountWindowAggregation("q", "S1", _rows, _slide, MORE_FUNCS, _gb), _df, _how)
 
 _LONG = _random_stream(seed=9, n=6000, ids=20, span_ms=600_000)
 for _rows, _slide in [(50, 1), (50, 7), (50, 50), (1, 1)]:

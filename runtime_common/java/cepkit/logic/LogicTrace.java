@@ -37,11 +37,12 @@ import com.fasterxml.jackson.databind.JsonNode;
  *   by key and the keys handled in random order (each key's events in feed order), one
  *   SeqCandidates per key and batch or per event at random; after a batch (at random, and always
  *   after the last) every key is pruned with the batch's last TS (an engine's timer), and a key
- *   left with no candidate is removed. The last line of the output is then {@code #live N}: the candidates held at the end (else
- *   {@code #bytes N}: the largest state written after a batch).</li>
+ *   left with no candidate is removed.</li>
  * </ul>
  * Output: one row per line: the triggering event's offset, the row's values (int and long in
- * decimal, doubles as {@code x} and the hex of their bits: exact), and the row's ingestTS.
+ * decimal, doubles as {@code x} and the hex of their bits: exact), and the row's ingestTS; then a
+ * last line {@code #live N} for a keyed run (the candidates held at the end), else {@code #bytes N}
+ * (the largest state written after a batch).
  */
 public final class LogicTrace {
   private LogicTrace() {

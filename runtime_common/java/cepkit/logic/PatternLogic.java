@@ -51,8 +51,10 @@ public final class PatternLogic extends MicroQuery {
     withinMs = integer(q, "within_ms");
     String consumption = text(q, "consumption");
     String[] policy = consumption.split("-");
-    if (policy.length != 2 || !List.of("all", "one").contains(policy[0]) || !List.of("all", "one").contains(policy[1])) {
-      throw new IllegalArgumentException("query " + id + ": consumption " + consumption + " is not <all|one>-<all|one>");
+    List<String> both = List.of("all", "one");
+    if (policy.length != 2 || !both.contains(policy[0]) || !both.contains(policy[1])) {
+      throw new IllegalArgumentException("query " + id + ": consumption " + consumption
+          + " is not <all|one>-<all|one>");
     }
     consume = policy[0].equals("one");
     takeAll = policy[1].equals("all");

@@ -60,7 +60,8 @@ public final class TimeWindowLogic extends MicroQuery {
       group[i] = out.indexOf(window.groupBy[i]);
     }
     if (end < 0 || Arrays.stream(group).anyMatch(i -> i < 0)) {
-      throw new IllegalArgumentException("query " + id + ": a time window's fields need windowEnd and its group fields");
+      throw new IllegalArgumentException("query " + id
+          + ": a time window's fields need windowEnd and its group fields");
     }
     Comparator<Object[]> order = Comparator.comparingLong(r -> ((Number) r[end]).longValue());
     for (int g : group) {

@@ -237,11 +237,12 @@ public final class WindowPanes {
       return out;
     }
 
-    /** Every number of the record (little-endian): n, then per field sum, anchor, mean, M2, max, min and its kept values. */
+    /** Every number of the record (little-endian): n, then per field sum, anchor, mean, M2, max, min, kept values. */
     void write(ByteBuffer b) {
       b.putLong(n);
       for (int f = 0; f < sum.length; f++) {
-        b.putDouble(sum[f]).putDouble(anchor[f]).putDouble(mean[f]).putDouble(m2[f]).putDouble(max[f]).putDouble(min[f]);
+        b.putDouble(sum[f]).putDouble(anchor[f]).putDouble(mean[f]);
+        b.putDouble(m2[f]).putDouble(max[f]).putDouble(min[f]);
         if (values[f] != null) {
           b.putInt(counts[f]);
           for (int i = 0; i < counts[f]; i++) {

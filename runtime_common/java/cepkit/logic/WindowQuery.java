@@ -16,9 +16,9 @@ import com.fasterxml.jackson.databind.JsonNode;
  * WindowRealTime.java, which adds the Spark schema of its rows) and {@link TimeWindowLogic}.
  *
  * <p>Its <em>value fields</em> are the distinct fields an aggregate other than COUNT reads; each
- * pane record keeps six statistics per value field (sum, M2, max, min, anchor, mean from the anchor) and, for a field some
- * MEDIAN reads, the values themselves. Group values travel as doubles: exact for the integer ids
- * the workloads group by (below 2^53).
+ * pane record keeps six statistics per value field (sum, M2, max, min, anchor, mean from the
+ * anchor) and, for a field some MEDIAN reads, the values themselves. Group values travel as
+ * doubles: exact for the integer ids the workloads group by (below 2^53).
  */
 public final class WindowQuery implements Serializable {
   private static final long serialVersionUID = 1L;
