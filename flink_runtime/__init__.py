@@ -8,7 +8,9 @@
   datagen source), for the plans that hand whole ranges to Python;
 - emitter.py: output rows to the harness sink from the job's last Python operator;
 - tables.py: the feed's events as a table with an event-time attribute and watermarks;
-- pairs.py: the Pairs plans (the engine-neutral logic of runtime_common in keyed functions);
+- pairs.py: the Pairs plans: the JVM plan (java/cepkit/flink/PairsFlink.java over the shared Java
+  logic of runtime_common/java, in Flink's operators) and the Python plan (runtime_common's Python
+  logic in keyed functions);
 - micro.py: the microbenchmark query kinds in Flink SQL (and Python where SQL cannot say it).
 
 It imports pyflink, pandas, pyarrow, numpy (and psycopg for J3), of cepkit only runtime_common

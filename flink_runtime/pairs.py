@@ -1,21 +1,29 @@
-"""The Pairs plans on Flink: partial aggregates in the feed, buckets of strategies in a keyed function.
+"""The Pairs plans on Flink: the JVM plan (the default) and the Python plan (run.work = "python").
 
-The same logic as on Spark (runtime_common: pairs_partials, pairs_bucket, pairs_strategies, the
-words of specs/PAIRS_SEMANTICS.md), placed the Flink way:
-- the feed's puller (flink_runtime/feed.py) reduces each range of ticks it reads to partial
-  aggregates per (granule, monitored symbol) plus clock rows, once for all strategies, and cuts
-  them by bucket: one chunk Row `(key, seq, payload)` per bucket and range, so ticks never cross
-  into the JVM;
-- `key_by(key)` spreads the buckets (whole correlated pairs) over the job's parallel instances of
-  `BucketFunction`, a `KeyedProcessFunction` that advances its bucket over each chunk, in range
-  order (one upstream task keeps a key's order), with the bucket's two state records in Flink
-  keyed value state (checkpointed with the job), and sends its Indicator and MarketOrder rows to
-  the harness sink itself (flink_runtime/emitter.py says why).
-A chunk plays the part of a Spark micro-batch for the bucket logic: any range of ticks works,
-since granules and periods carry over in the `open` state. Plans: "keyed" (buckets over the
-parallel instances), "shared" (one bucket, one key: every strategy in one task). The
-"per-strategy" plan of the Spark translation, one independent pipeline per strategy, is the same
-"shared" logic per strategy; on Flink it is the keyed plan with one bucket per strategy's pair.
+The same logic as on Spark (the words of specs/PAIRS_SEMANTICS.md), placed the Flink way
+(specs/TRANSLATION.md, "The Flink programs", Pairs):
+
+- the **JVM plan** (`run.work` "engine", "operators" or "jvm"; `cepkit.flink.PairsFlink`, with the
+  Java Pairs logic Spark's real-time plan runs, runtime_common/java/cepkit/logic): the JVM feed
+  source's ticks, one split, into a Java `ProcessFunction` chained to it that makes the partial
+  rows per (granule, symbol) and the clock rows, `keyBy(bucket)`, a Java `KeyedProcessFunction`
+  with the job's parallelism running each bucket's strategies with its state in Flink keyed state,
+  and the JVM harness sink: every tick is handled by Flink's operators, no Python on the events' or
+  the answers' way;
+- the **Python plan** (`run.work = "python"`, or the kit's Python connectors): the feed's puller
+  (flink_runtime/feed.py) reduces each range of ticks it reads to partial aggregates per (granule,
+  monitored symbol) plus clock rows (runtime_common/pairs_partials.py), cut by bucket: one chunk
+  Row `(key, seq, payload)` per bucket and range; `key_by(key)` spreads the buckets over the job's
+  parallel instances of `BucketFunction`, a PyFlink `KeyedProcessFunction` that advances its bucket
+  over each chunk in range order (runtime_common/pairs_bucket.py), with the bucket's two state
+  records in Flink keyed value state, and sends its Indicator and MarketOrder rows to the harness
+  sink itself (flink_runtime/emitter.py says why). A chunk plays the part of a Spark micro-batch
+  for the bucket logic: any range of ticks works, since granules and periods carry over in the
+  `open` state.
+
+Plans of strategies over keys, in both: "keyed" (buckets over the parallel instances), "shared"
+(one bucket, one key: every strategy in one task), "per-strategy" (one bucket per connected pair,
+the finest the layout allows).
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ from runtime_common.pairs_bucket import OUTPUT_SCHEMA, OUTPUT_STREAMS, PairsBuck
 from runtime_common.pairs_partials import Layout
 
 PLANS = ("keyed", "shared", "per-strategy")
+# run.work (kit.config.WORK_PLANS) -> the plan that runs: every family but "python" runs the JVM plan
+# ("driver" is Spark's alone).
+WORK = {"engine": "jvm", "operators": "jvm", "jvm": "jvm", "python": "python"}
 # The feed reads a range at most this often: a bucket's work per range is mostly fixed (~ms), so
 # ranges of a handful of ticks would cost more than the ticks (measured in specs/TRANSLATION.md).
 CHUNK_MS = 50
@@ -141,15 +152,18 @@ class BucketFunction(KeyedProcessFunction):
 class PairsProgram:
     """What a generated Pairs program for Flink runs: `run_app(PROGRAM.build, ...)`.
 
-    `buckets` (keyed plan): state keys, 0 for one per parallel instance and at least 2."""
+    `buckets` (keyed plan): state keys, 0 for one per parallel instance and at least 2; `work`: the
+    run's plan family (run.work), which picks the JVM or the Python plan (WORK)."""
 
-    def __init__(self, strategies, plan: str, buckets: int = 0):
+    def __init__(self, strategies, plan: str, buckets: int = 0, work: str = "engine"):
         if plan not in PLANS:       # the translator checked it against kit.config.PLANS
             raise ValueError(f"unknown Pairs plan {plan!r}")
         if buckets < 0:
             raise ValueError(f"buckets must be >= 0, got {buckets}")
+        if work not in WORK:
+            raise ValueError(f"run.work {work!r}: Flink's Pairs plans are {', '.join(WORK)}")
         self.strategies = tuple(tuple(s) for s in strategies)
-        self.plan, self.buckets = plan, buckets
+        self.plan, self.buckets, self.work = plan, buckets, work
 
     def _bucket_count(self, parallelism: int) -> int:
         if self.plan == "shared":
@@ -159,15 +173,60 @@ class PairsProgram:
         return self.buckets or max(2, parallelism)
 
     def build(self, job) -> dict:
-        """The job: the feed's chunks by bucket into the bucket functions; returns the streams."""
+        """The job (the JVM plan, or the Python plan: see the module doc); returns the streams."""
+        if WORK[self.work] == "jvm" and getattr(job, "connectors", "jvm") == "jvm":
+            return self.build_jvm(job)
+        if WORK[self.work] == "jvm" and hasattr(job, "why"):
+            job.why.append("--connectors python: the Python plan (the JVM plan reads the JVM source)")
+        return self.build_python(job)
+
+    def build_jvm(self, job) -> dict:
+        """The JVM plan: the feed's ticks through cepkit.flink.PairsFlink into the JVM harness sink."""
+        import json
+
+        from pyflink.datastream import DataStream
+        from pyflink.java_gateway import get_gateway
+
+        from flink_runtime.jvm import feed_stream, runtime_jar, sink_stream
+
+        runtime_jar(required=True)
+        buckets = self._bucket_count(job.parallelism)
+        jvm = get_gateway().jvm
+        streams = json.loads(jvm.cepkit.flink.PairsFlink.streamsJson())
+        if {name: [c[0] for c in cols] for name, cols in streams.items()} != OUTPUT_STREAMS:
+            raise RuntimeError(f"the Flink runtime jar's Pairs streams {streams} are not {OUTPUT_STREAMS}: "
+                               "a jar of another cepkit version?")
+        # One split: the partial rows need the feed's one order (PairsFlink's doc says why).
+        ticks = feed_stream(job, (), 1)
+        job.source_used = "jvm"
+        if job.source_partitions > 1:
+            job.why.append("the Pairs JVM plan reads the feed as one split (its partial rows need the feed's order)")
+        answers = jvm.cepkit.flink.PairsFlink.plan(ticks._j_data_stream, json.dumps(self.strategies), buckets,
+                                                   job.parallelism)
+        sink_stream(job, DataStream(answers), 0, streams)      # the `stream` column is the first
+        job.sink_used = "jvm"
+        job.work = {"family": self.work,
+                    "queries": {"pairs": f"JVM plan: JVM feed, one split -> partial rows (Java ProcessFunction, "
+                                         f"one task) -> keyBy(bucket) -> buckets (Java KeyedProcessFunction, "
+                                         f"{buckets} keys over {job.parallelism} subtasks, Flink keyed state) "
+                                         f"-> JVM sink"}}
+        return OUTPUT_STREAMS
+
+    def build_python(self, job) -> dict:
+        """The Python plan: the feed's chunks by bucket into the bucket functions."""
         buckets = self._bucket_count(job.parallelism)
         chunks = BucketChunks(self.strategies, buckets,
                               spread_keys(buckets, job.parallelism, job.max_parallelism) if buckets > 1 else None)
         sink_host, sink_port = job.sink
         if hasattr(job, "why"):
-            job.why.append("the Pairs plan reduces each range of ticks in Python")
+            job.why.append("the Pairs Python plan reduces each range of ticks in Python")
         (job.feed(transform=chunks, interval_ms=CHUNK_MS)
             .key_by(lambda chunk: chunk[0], key_type=Types.INT())
             .process(BucketFunction(chunks, sink_host, sink_port, job.attempt, job.secret), output_type=Types.INT())
             .name("cepkit pairs buckets"))
+        job.work = {"family": self.work,
+                    "queries": {"pairs": f"Python plan: the kit's Python puller makes partial rows per "
+                                         f"{CHUNK_MS}-ms range -> keyBy(bucket) -> buckets (PyFlink "
+                                         f"KeyedProcessFunction, {buckets} keys over {job.parallelism} subtasks, "
+                                         f"Flink keyed state), each sending its answers"}}
         return OUTPUT_STREAMS

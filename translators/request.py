@@ -17,7 +17,9 @@ from kit.workload import StrategySet, Suite, Workload, read_spec, read_strategie
 class PairsTranslation:
     """A Pairs strategies spec to translate, with its plan mode (kit.config.PLANS) and, for the
     keyed plan, its number of state keys (`buckets`, 0: one per shuffle partition, at least 2);
-    `trigger` (kit.config.TRIGGERS): micro-batches or Spark's real-time mode.
+    `trigger` (kit.config.TRIGGERS): micro-batches or Spark's real-time mode; `work`
+    (kit.config.WORK_PLANS, run.work): the plan family (Flink: "python" runs the Python plan, the
+    others the JVM plan).
 
     `source_name` and `source_sha256` only label the generated program, so a program can be
     traced back to the exact spec it was made from.
@@ -29,10 +31,13 @@ class PairsTranslation:
     source_sha256: str = ""
     buckets: int = 0
     trigger: str = "micro-batch"
+    work: str = "engine"
 
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise CepkitError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
+        if self.work not in WORK_PLANS:
+            raise CepkitError(f"work: must be one of {', '.join(WORK_PLANS)}, got {self.work!r}")
         if self.plan not in PLANS:
             raise CepkitError(f"plan: must be one of {', '.join(PLANS)}, got {self.plan!r}")
         if not isinstance(self.strategies, StrategySet):
@@ -41,11 +46,11 @@ class PairsTranslation:
             raise CepkitError(f"buckets: must be an integer >= 0, got {self.buckets!r}")
 
     @classmethod
-    def from_file(cls, path: Path, plan: str = "keyed", buckets: int = 0, trigger: str = "micro-batch"
-                  ) -> "PairsTranslation":
+    def from_file(cls, path: Path, plan: str = "keyed", buckets: int = 0, trigger: str = "micro-batch",
+                  work: str = "engine") -> "PairsTranslation":
         path = Path(path)
         spec = read_strategies(path)
-        return cls(spec, plan, path.name, hashlib.sha256(path.read_bytes()).hexdigest(), buckets, trigger)
+        return cls(spec, plan, path.name, hashlib.sha256(path.read_bytes()).hexdigest(), buckets, trigger, work)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ def run_pairs(args: argparse.Namespace) -> int:
     path_option(args.out)       # before any work: an empty --out is an error, not the default
     config = command_config(args, (("engine", "run.engine"), ("plan", "run.plan")))
     engine, plan = config.run.engine, config.run.plan
-    req = PairsTranslation.from_file(Path(args.strategies), plan, config.run.buckets, config.run.trigger)
+    req = PairsTranslation.from_file(Path(args.strategies), plan, config.run.buckets, config.run.trigger,
+                                     config.run.work)
     text = engine_module(engine).translate_pairs(req)
     return _write(args, config, text, f"pairs-{engine}-{plan}-{Path(args.strategies).stem}.py",
                   f"{engine} program ({plan} plan, {len(req.strategies)} strategies)")

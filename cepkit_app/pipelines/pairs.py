@@ -140,7 +140,8 @@ def run_pairs_pipeline(req: PairsRunRequest, *, stage: Stage = lambda s: None, d
         write_config(cfg, run / "config.toml")
         data, strategies = prepare_inputs(req, stage, data_progress)
         stage(f"translate: {cfg.run.engine}, {cfg.run.plan} plan")
-        translation = PairsTranslation.from_file(strategies, cfg.run.plan, cfg.run.buckets, cfg.run.trigger)
+        translation = PairsTranslation.from_file(strategies, cfg.run.plan, cfg.run.buckets, cfg.run.trigger,
+                                                 cfg.run.work)
         program = write_program(engine_module(cfg.run.engine).translate_pairs(translation), run / "program.py")
         # A given dataset was verified above, a generated one was just written: read, not re-hashed.
         dataset = given or load_manifest(data)

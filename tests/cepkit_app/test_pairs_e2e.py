@@ -7,6 +7,7 @@ the default test run's Pairs smoke; the other Spark runs are `e2e`, Flink's `fli
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -74,8 +75,16 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
         assert (run_dir / "engine" / "flink-run.sh").is_file()
         import pyarrow.parquet as pq
 
+        # The default (JVM) plan: every tick through Flink's operators, none through Python.
+        assert started["work"]["family"] == "engine" and started["work"]["queries"]["pairs"].startswith("JVM plan")
+        assert started["connectors"] == {"source": "jvm", "sink": "jvm", "why": None}
+        (log,) = (run_dir / "engine" / "logs").glob("flink-*.log")
+        tasks = set(re.findall(r"Task +\[\] - (.+?) \(\d+/\d+\)#\d+ \([^)]*\) switched from INITIALIZING to RUNNING",
+                               log.read_text()))
+        assert tasks == {"Source: cepkit feed (JVM) -> cepkit pairs partials (JVM)",
+                         "cepkit pairs buckets (JVM) -> cepkit sink (JVM): Indicator, MarketOrder: Writer"}, tasks
         ids = pq.read_table(run_dir / "engine" / "outputs" / "Indicator-00001.parquet").column("batchId").to_pylist()
-        assert len({i % 2 for i in ids}) == 2      # batch id = range * buckets + bucket key, 2 buckets
+        assert len({i % 2 for i in ids}) == 2      # batch id = flush * 2 + subtask: both bucket subtasks answered
         return
     # Where the start-up went, each part timed (the program's `started` event, specs/ENGINE_RUN.md).
     assert set(started["startup_ms"]) == {"session", "build", "warm_up", "query_start"}
@@ -167,6 +176,24 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
     else:       # restored from a completed checkpoint the program reported
         assert all("/chk-" in r["restored_from"] for r in run["restarts"])
         assert (run_dir / "engine" / "flink-run.sh").is_file()
+        # The JVM plan's state (the partials operator's, the buckets' keyed state) came back each time.
+        assert run["plan"]["work"]["queries"]["pairs"].startswith("JVM plan")
+
+
+@pytest.mark.flink
+@pytest.mark.slow
+def test_the_python_plan_on_flink_passes(tmp_path):
+    """run.work = "python": Flink's opt-in Pairs plan (the kit's Python puller makes the partial rows,
+    PyFlink keyed functions run the buckets) still PASSES, and the run says which plan ran."""
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "-c", str(SHORT_PAIRS), "--engine", "flink", "--set", "run.work='python'",
+                   "--out", str(run_dir), cwd=tmp_path)
+    _check_passed(run_dir, proc)
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    assert run["plan"]["work"]["family"] == "python"
+    assert run["plan"]["work"]["queries"]["pairs"].startswith("Python plan")
+    assert run["plan"]["connectors"]["source"] == "python"
+    assert 'WORK = "python"' in (run_dir / "program.py").read_text()
 
 
 @pytest.mark.flink

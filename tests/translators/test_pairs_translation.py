@@ -90,3 +90,17 @@ def test_cli_translate_writes_a_program_and_never_overwrites(spec, tmp_path):
     assert "Traceback" not in again.stderr
     bad = subprocess.run(cmd[:5] + ["--strategies", str(tmp_path / "missing.xml")], capture_output=True, text=True)
     assert bad.returncode == 2 and "missing.xml" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("work, plan", [("engine", "JVM"), ("operators", "JVM"), ("jvm", "JVM"), ("python", "Python")])
+def test_the_flink_program_runs_the_plan_of_its_plan_family(spec, work, plan):
+    """Flink's Pairs program runs the JVM plan (cepkit.flink.PairsFlink) for every plan family but
+    "python", and says which in its doc, its WORK literal and its job's name."""
+    text = engine_module("flink").translate_pairs(PairsTranslation(spec, "keyed", work=work))
+    assert f'WORK = "{work}"' in text and "PairsProgram(STRATEGIES, PLAN, BUCKETS, WORK)" in text
+    assert f'Work "{work}" (run.work), the {plan} plan' in text and f"keyed, {plan} plan," in text
+    assert ("cepkit.flink.PairsFlink" in text) == (plan == "JVM")
+    with pytest.raises(CepkitError, match="run.work = 'driver'"):
+        engine_module("flink").translate_pairs(PairsTranslation(spec, "keyed", work="driver"))
+    with pytest.raises(CepkitError, match="work: must be one of"):
+        PairsTranslation(spec, "keyed", work="gpu")
