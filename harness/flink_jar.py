@@ -1,8 +1,10 @@
-"""cepkit's Flink runtime jar: the JVM feed source and harness sink of the Flink programs
-(flink_runtime/java/cepkit/flink, with the one Java wire library runtime_common/java/cepkit/wire).
+"""cepkit's Flink runtime jar: the JVM feed source, harness sink and plans of the Flink programs
+(flink_runtime/java/cepkit/flink, with the Java libraries of runtime_common/java/cepkit: the wire
+and the query logic both engines share).
 
 A Flink SQL micro query reads its events through `cepkit.flink.FeedSource` and sends its answers
-through `cepkit.flink.HarnessSink` (flink_runtime/jvm.py), with no Python operator on their way.
+through `cepkit.flink.HarnessSink` (flink_runtime/jvm.py), with no Python operator on their way;
+the Pairs JVM plan (`cepkit.flink.PairsFlink`) runs between them.
 They are compiled once per (Java, Flink, sources) by `python -m harness.flink_jar` (scripts/setup.sh
 runs it where it makes the Flink environment; it needs `javac`) into cepkit's cache, against the
 jars PyFlink ships (`lib/*.jar` and `opt/flink-python`), with the wire library's and our imports of
