@@ -57,6 +57,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.errors import CepkitError
+from kit.jsonfile import read_json_object
+
 EVENT = "flink_metrics"
 BACKPRESSURE_OK = 0.10
 SATURATED = 0.80
@@ -68,7 +71,13 @@ ENDS = ("finished", "stopped", "failed")
 
 # Whose code a vertex runs: the kit's operators are named by flink_runtime (`.name(...)`).
 FEED, EMITTER, QUERY, ENGINE = "kit feed", "kit emitter", "kit query + emitter", "engine"
-KIT_NAMES = (("cepkit feed", FEED), ("cepkit_feed_trigger", FEED), ("cepkit events", FEED),
+# The kit's Java code inside Flink's JVM (operators named "... (JVM)" or "(JVM logic, ...)"): its
+# connectors (the FLIP-27 source, the Sink V2 sink) and its logic as user code in Flink's operators.
+JVM_CONNECTOR, JVM_LOGIC = "kit JVM connector", "kit JVM user code"
+KIT_NAMES = (("cepkit feed (JVM)", JVM_CONNECTOR), ("cepkit sink (JVM)", JVM_CONNECTOR),
+             ("(JVM logic", JVM_LOGIC), ("cepkit pairs partials (JVM)", JVM_LOGIC),
+             ("cepkit pairs buckets (JVM)", JVM_LOGIC), ("events (JVM)", JVM_LOGIC),
+             ("cepkit feed", FEED), ("cepkit_feed_trigger", FEED), ("cepkit events", FEED),
              ("cepkit sink", EMITTER), ("cepkit pairs buckets", QUERY), ("cepkit python queries", QUERY))
 # Conversions Flink adds around the kit's operators (no work of their own worth naming).
 GLUE = ("TableToDataStream", "_stream_key_by_map_operator", "DataStreamToTable")
@@ -95,7 +104,7 @@ def roles(name: str) -> list[str]:
     operator of Flink's own (besides the conversions in `GLUE`)."""
     found, engine = [], False
     for part in str(name).split(" -> "):
-        kit = [role for key, role in KIT_NAMES if key in part]
+        kit = next(([role] for key, role in KIT_NAMES if key in part), [])
         if kit:
             found += [r for r in dict.fromkeys(kit) if r not in found]
         elif not any(part.strip().startswith(g) for g in GLUE):
@@ -128,10 +137,10 @@ def measured_window(events: list[dict], run_start_ms: int | None = None) -> tupl
 def run_start_of(run_json: Path) -> int | None:
     """The run start (the driver's first release, wall ms) from a harness run.json, if it has one."""
     try:
-        doc = json.loads(Path(run_json).read_text())
+        doc = read_json_object(run_json, kind="run")
         value = (doc.get("timings") or {}).get("run_start_wall_ms")
         return int(value) if value is not None else None
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (CepkitError, ValueError, TypeError, AttributeError):
         return None
 
 
@@ -352,6 +361,8 @@ def describe(v: VertexSummary) -> str:
     """Whose code a vertex runs, in words."""
     kit = [r for r in v.roles if r != ENGINE]
     words = {FEED: "the kit's feed", EMITTER: "the kit's emitter",
+             JVM_CONNECTOR: "the kit's JVM connector (source or sink, in Flink's JVM)",
+             JVM_LOGIC: "the kit's Java logic as user code in Flink's operators",
              QUERY: "the kit's query logic, which sends its own rows", ENGINE: "the engine's own operators"}
     if not kit:
         return words[ENGINE]
