@@ -229,7 +229,8 @@ class _Batches:
 
 def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | None = None,
             argv: Sequence[str] | None = None, transform: Callable | None = None,
-            source_partitions: Callable | None = None, realtime_build: Callable | None = None) -> int:
+            source_partitions: Callable | None = None, realtime_build: Callable | None = None,
+            work: Mapping | None = None) -> int:
     """Run an engine program until the driver's events are all processed; 0 on success.
 
     `spark_conf` are the program's own Spark settings (the harness's --conf wins, JVM flags are
@@ -237,7 +238,9 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
     None): the stream `build` gets is then its rows (spark_runtime/source.py).
     `source_partitions(spark)` is the program's default for --source-partitions (else 1).
     `realtime_build(spark, events)`: the plan in real-time mode (--trigger realtime) when it
-    differs from `build`'s: it gets the feed's events themselves (no transform)."""
+    differs from `build`'s: it gets the feed's events themselves (no transform). `work`: where the
+    program's per-event work runs, reported in `started` as it is ({"family": run.work, "queries":
+    {query id: its plan in words}}; specs/TRANSLATION.md, "Plan families")."""
     args = _parser().parse_args(argv)
     stop_requested = threading.Event()
     running = threading.Event()
@@ -365,7 +368,8 @@ def run_app(build: Callable, *, app_name: str, spark_conf: Mapping[str, str] | N
               trigger=args.trigger, connectors={**connectors, "why": "; ".join(connectors["why"]) or None},
               pid=os.getpid(), app_id=spark.sparkContext.applicationId, master=spark.sparkContext.master,
               streams=streams, startup_ms={name: round((t - before) * 1000)
-                                           for (_, before), (name, t) in zip(marks, marks[1:])})
+                                           for (_, before), (name, t) in zip(marks, marks[1:])},
+              **({"work": dict(work)} if work else {}))
         return watch(restarter, batches, DriverClient(driver_host, driver_port, secret=secret), stop_requested,
                      pause_file)
     except _StopRequested:

@@ -1,33 +1,32 @@
 """The Spark plan of a microbenchmark workload: every query of the workload in one streaming DataFrame.
 
 A generated program holds its workload as data (a `MicroPlan`: the query literals of
-translators/micro_literal.py, the output row type, the join table) and calls `build_micro`.
-Each query kind is planned as specs/TRANSLATION.md says:
+translators/micro_literal.py, each query's plan as translators/spark_micro.py chose it from the plan
+family run.work, the output row type, the join table) and calls `build_micro`. Each plan is built
+as specs/TRANSLATION.md says:
 
-- filters: a where + select on the source; several distinct filters in one pass (one branch: an
+- `filter`: a where + select on the source; several distinct filters in one pass (one branch: an
   `explode` of one row per filter an event passes), so the batch is read once, not once per filter;
-- Q3 time windows, native plan: Spark's sliding `window()` over TS with a zero-delay watermark in
-  append mode (its inputTS is the window's end: Spark cannot name the event that closed it);
-- time windows (Q3, Q4) in Spark's real-time mode (`realtime_time_window`): the paned plan in the
-  JVM (cepkit.spark.WindowRealTime): pane records per group made in the source's task, merged and
-  closed by the first event of a later pane in `transformWithState`, since Spark's own aggregation
-  in that mode re-emits a window's row at every event;
-- J2 in-memory table joins: a stream-static join with the table read once and broadcast;
-- keyed all-all patterns (Q7, `join_pattern`): Spark's stream-stream interval self-join (the pairs
-  the pattern's semantics define are exactly the join's), its two sides' state in RocksDB with
-  the join's event-time state format (spark_runtime/app.py), evicted as the watermark passes;
-- J3 against PostgreSQL: per micro-batch and task, one `SELECT ... WHERE id = ANY(keys)` through
-  psycopg joined in pandas (`mapInPandas`), or Spark's own JDBC source (the "jdbc" plan);
-- every other kind (count windows, time windows on the core, window joins, patterns): a core of
-  runtime_common/micro_cores/, run where `MicroPlan.cores` says: on the driver once per micro-batch
-  (spark_runtime/driver_cores.py; the events it reads pass through to the collect), or in one
-  `transformWithStateInPandas` operator, one group per query (per query and key bucket for a
-  pattern with a key). "by-kind" puts whole-stream queries and keyed patterns with ALL on the
-  first element (the chunked core) on the driver, keyed patterns that consume their candidates in
-  the operator (the rule of translators/spark_micro.py's on_driver). Events are routed to every query reading
-  their stream (a pattern's element predicates are checked on the way, so an event neither
-  element can use never crosses the shuffle) with only the columns the cores name, and sorted by
-  the driver's offset inside the group, since a shuffle does not keep row order.
+- `broadcast_join` (J2), `jdbc_join` (J3 through Spark's JDBC source): a stream-static join with the
+  table read once (JDBC: every batch) and broadcast; `lookup_join` (J3): per micro-batch and task,
+  one `SELECT ... WHERE id = ANY(keys)` through psycopg joined in pandas (`mapInPandas`);
+- `jvm_logic` (count windows, window joins, patterns): the Java logic (runtime_common/java/cepkit/
+  logic) as user code in one JVM `transformWithState` for all such queries (cepkit.spark.LogicPlan):
+  events routed per query they are relevant to, grouped by (query, key value) for a keyed pattern
+  and by query otherwise, sorted by offset within a group's call;
+- `jvm_window` (Q3, Q4): the paned windows in the JVM (cepkit.spark.WindowRealTime): pane records
+  per group made in the source's tasks, merged and closed by the first event of a later pane in
+  `transformWithState`, a bucket's rows of a micro-batch sorted back into feed order;
+- `spark_window` (Q3, run.work = "operators"): Spark's sliding `window()` over TS with a zero-delay
+  watermark in append mode (its inputTS is the window's end: Spark cannot name the closing event);
+- `interval_join` (a keyed all-all pattern, run.work = "operators"): Spark's stream-stream interval
+  self-join (the pairs the pattern's semantics define are exactly the join's), its two sides' state
+  in RocksDB with the join's event-time state format (spark_runtime/app.py);
+- `python_core` (run.work = "python"): the kinds' cores of runtime_common/micro_cores/ in one
+  `transformWithStateInPandas` operator, one group per query (per query and key bucket for a keyed
+  pattern), each group's events sorted by offset;
+- `driver_core` (run.work = "driver"): the cores on the driver once per micro-batch
+  (spark_runtime/driver_cores.py; the events they read pass through to the collect).
 
 Identical queries are planned once and their rows copied to every query's output stream.
 """
@@ -46,20 +45,21 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from kit.errors import CepkitError
 from runtime_common.micro_lookup import lookup_rows, table_fields
 from runtime_common.micro_rows import output_rows
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
-from runtime_common.micro_cores import CORES, chunked, core_for, state_codec
+from runtime_common.micro_cores import core_for, state_codec
 from runtime_common.micro_cores.pattern_chunks import ChunkedPatternCore
 from spark_runtime.chunk_state import ChunkedState
 from spark_runtime.realtime import cap_shuffle_partitions
+from spark_runtime.source import FORMAT as SOURCE_FORMAT
 
-# Where the cores run: "by-kind" (whole-stream queries and keyed patterns with ALL on the first
-# element on the driver, spark_runtime/driver_cores.py; keyed patterns that consume their candidates
-# in the stateful operator over key buckets), "driver" (all), "operator" (all).
-CORE_PLANS = ("by-kind", "driver", "operator")
-# A pattern on its core, or (translators/spark_micro.py, run.patterns = "join") as an interval join.
-PATTERN_KINDS = ("pattern", "join_pattern")
+# The plans a query may have (translators/spark_micro.py, which this package may not import).
+PLANS = ("filter", "broadcast_join", "lookup_join", "jdbc_join", "spark_window", "interval_join", "jvm_window",
+         "jvm_logic", "python_core", "driver_core")
+LOGIC_PLAN_CLASS = "cepkit.spark.LogicPlan"
+WINDOW_PLAN_CLASS = "cepkit.spark.WindowRealTime"
 _STATE_SCHEMA = StructType([StructField("blob", BinaryType())])
 _AGGREGATES = {"SUM": F.sum, "AVG": F.avg, "MAX": F.max, "MIN": F.min, "STDEV": F.stddev_pop,
                "MEDIAN": F.median, "COUNT": lambda c: F.count(F.lit(1))}
@@ -79,11 +79,19 @@ class MicroPlan:
     output_fields: tuple
     multi_stream: bool
     table_path: str | None = None
-    cores: str = "by-kind"
+    plans: dict | None = None       # query id -> its plan (PLANS)
+    shuffles: int = 1               # shuffles of the source's events per batch
 
     def __post_init__(self) -> None:
-        if self.cores not in CORE_PLANS:
-            raise ValueError(f"cores: must be one of {', '.join(CORE_PLANS)}, got {self.cores!r}")
+        ids = [q["id"] for q in self.queries]
+        if not isinstance(self.plans, dict) or set(self.plans) != set(ids):
+            raise ValueError(f"plans: must name the plan of every query ({', '.join(ids)})")
+        bad = sorted({p for p in self.plans.values() if p not in PLANS})
+        if bad:
+            raise ValueError(f"plans: unknown plan(s) {', '.join(bad)} (one of {', '.join(PLANS)})")
+
+    def plan_of(self, q) -> str:
+        return self.plans[q["id"]]
 
     @property
     def output_streams(self) -> dict[str, list[str]]:
@@ -112,32 +120,43 @@ def shared_queries(queries) -> dict[str, list[str]]:
     return {ids[0]: ids for ids in sets.values()}
 
 
-def build_micro(spark, events, plan: MicroPlan):
+def build_micro(spark, events, plan: MicroPlan, realtime: bool = False):
     """The streaming plan: driver events in, one DataFrame with every query's rows out (and, when
-    cores run on the driver, the events they read, with the foreachBatch stage that runs them)."""
+    cores run on the driver, the events they read, with the foreachBatch stage that runs them).
+    `realtime`: the plan for Spark's real-time mode (the translator admitted only plans it runs)."""
+    if plan.shuffles > 1 and python_source(events):
+        # Spark 4.3 plans the input partitions of each shuffle over a Python data source from its own
+        # thread, over one worker socket; two at once corrupt the stream (specs/TRANSLATION.md).
+        raise CepkitError(f"workload {plan.workload}: its plan shuffles the source's events {plan.shuffles} times per "
+                          f"batch, which Spark 4.3 cannot do over the kit's Python data source (run.connectors = "
+                          f"\"python\", or the runtime jar missing); use the JVM source (run.connectors = \"jvm\", "
+                          f"python -m harness.runtime_jar)")
     shared = shared_queries(plan.queries)
     planned = [q for q in plan.queries if q["id"] in shared]
-    buckets = 2 * int(spark.conf.get("spark.sql.shuffle.partitions"))
+    partitions = cap_shuffle_partitions(spark) if realtime else int(spark.conf.get("spark.sql.shuffle.partitions"))
     parts = []
-    filters = [q for q in planned if q["kind"] == "filter"]
+    filters = [q for q in planned if plan.plan_of(q) == "filter"]
     if filters:
         parts.append(_filters(plan, events, filters))
     for q in planned:
-        if q["kind"] == "native_time_window":
+        p = plan.plan_of(q)
+        if p == "spark_window":
             parts.append(_native_time_window(plan, events, q))
-        elif q["kind"] == "realtime_time_window":
-            parts.append(_realtime_time_window(plan, spark, events, q))
-        elif q["kind"] == "jdbc_table_join" or (q["kind"] == "table_join" and q["storage"] == "memory"):
+        elif p == "jvm_window":
+            parts.append(_jvm_time_window(plan, spark, events, q, partitions, realtime))
+        elif p in ("broadcast_join", "jdbc_join"):
             parts.append(_table_join(plan, spark, events, q))
-        elif q["kind"] == "table_join":
+        elif p == "lookup_join":
             parts.append(_db_table_join(plan, events, q))
-        elif q["kind"] == "join_pattern":
+        elif p == "interval_join":
             parts.append(_join_pattern(plan, events, q))
-    stateful = [q for q in planned if q["kind"] in CORES]
-    on_driver = [q for q in stateful if plan.cores == "driver" or (plan.cores == "by-kind" and not _consuming_keyed(q))]
-    in_operator = [q for q in stateful if q not in on_driver]
+    logic = [q for q in planned if plan.plan_of(q) == "jvm_logic"]
+    if logic:
+        parts.append(_jvm_logic(plan, spark, events, logic, realtime))
+    in_operator = [q for q in planned if plan.plan_of(q) == "python_core"]
     if in_operator:
-        parts.append(_stateful(plan, events, in_operator, buckets))
+        parts.append(_stateful(plan, events, in_operator, 2 * partitions))
+    on_driver = [q for q in planned if plan.plan_of(q) == "driver_core"]
     if on_driver:
         parts.append(_driver_input(plan, events, on_driver))
     out = parts[0]
@@ -156,13 +175,47 @@ def build_micro(spark, events, plan: MicroPlan):
     return out.select(*plan.out_columns, *inputs), plan.output_streams, stage
 
 
-def _keyed(q) -> bool:
-    return q["kind"] == "pattern" and bool(q.get("key"))
+def python_source(events) -> bool:
+    """Whether `events` come from the kit's Python data source (spark_runtime/source.py) rather than
+    the JVM one: its format's name is the streaming relation's."""
+    try:
+        return SOURCE_FORMAT in events._jdf.logicalPlan().toString()
+    except Exception:  # noqa: BLE001 - no JVM plan to read (not a Spark DataFrame): not the Python source
+        return False
 
 
-def _consuming_keyed(q) -> bool:
-    """A keyed pattern on the plain core (it consumes candidates), which "by-kind" runs in the operator."""
-    return _keyed(q) and not chunked(q)
+def _jvm_logic(plan: MicroPlan, spark, events, queries, realtime: bool):
+    """Count windows, window joins and patterns as the Java logic in one JVM transformWithState
+    (cepkit.spark.LogicPlan): routed per query an event is relevant to, grouped by (query, key
+    value) for a keyed pattern and by query otherwise."""
+    from pyspark.sql import DataFrame
+
+    jdf = _jvm_class(spark, LOGIC_PLAN_CLASS).plan(events._jdf, json.dumps(list(queries)), plan.output_schema,
+                                                  bool(realtime))
+    return DataFrame(jdf, spark)
+
+
+def _jvm_time_window(plan: MicroPlan, spark, events, q, partitions: int, realtime: bool):
+    """Q3 or Q4 in the JVM (cepkit.spark.WindowRealTime, specs/TRANSLATION.md): each window's rows
+    once, at the first event of a later pane, with that event's TS as inputTS. In real-time mode the
+    plan holds one task slot for the source and one per shuffle partition for the whole batch, so
+    the shuffle partitions are capped to the slots the source leaves (build_micro)."""
+    from pyspark.sql import DataFrame
+
+    src = _of_stream(plan, events, q["inputs"][0])
+    jdf = _jvm_class(spark, WINDOW_PLAN_CLASS).plan(src._jdf, json.dumps(q), partitions, bool(realtime))
+    return DataFrame(jdf, spark)
+
+
+def _jvm_class(spark, name: str):
+    """A class of cepkit's runtime jar through py4j, or a one-line error saying how to build the jar."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(name)
+    except Exception:  # noqa: BLE001 - py4j raises its own error for a missing class
+        raise CepkitError(f"{name} is not on the class path: the plan runs in cepkit's Spark runtime jar "
+                          f"(python -m harness.runtime_jar builds it)") from None
+    return functools.reduce(getattr, name.split("."), jvm)
 
 
 def _driver_input(plan: MicroPlan, events, queries):
@@ -242,19 +295,6 @@ def _native_time_window(plan: MicroPlan, events, q):
                       end.alias("windowEnd"), end.alias("inputTS"), "ingestTS")
 
 
-def _realtime_time_window(plan: MicroPlan, spark, events, q):
-    """Q3 or Q4 in real-time mode, in the JVM (cepkit.spark.WindowRealTime, specs/TRANSLATION.md):
-    each window's rows once, at the first event of a later pane, with that event's TS as inputTS.
-    The plan holds one task slot for the source and one per shuffle partition for the whole batch,
-    so the shuffle partitions are capped to the slots the source leaves."""
-    from pyspark.sql import DataFrame
-
-    partitions = cap_shuffle_partitions(spark)
-    src = _of_stream(plan, events, q["inputs"][0])
-    jdf = spark.sparkContext._jvm.cepkit.spark.WindowRealTime.plan(src._jdf, json.dumps(q), partitions)
-    return DataFrame(jdf, spark)
-
-
 def _join_pattern(plan: MicroPlan, events, q):
     """A keyed all-all pattern as an interval self-join: a1 (the first element's events) joins a2
     (the second's) on the key, with `a1.TS <= a2.TS < a1.TS + within` and a1 before a2 in the
@@ -292,7 +332,7 @@ def _join_pattern(plan: MicroPlan, events, q):
 def _table(plan: MicroPlan, spark, q):
     """The table side of a stream-to-table join, its columns renamed T_<name>."""
     fields = table_fields(q)
-    if q["kind"] == "table_join":       # J2: read once, broadcast to every task
+    if plan.plan_of(q) == "broadcast_join":       # J2: read once, broadcast to every task
         if plan.table_path is None:
             raise RuntimeError(f"query {q['id']}: joins a table in memory but the program names none")
         return F.broadcast(spark.read.parquet(plan.table_path).select(*[F.col(c).alias(f"T_{c}") for c in fields]))
@@ -384,7 +424,7 @@ def _routed_to(q, stream):
     """Whether an event goes to query q's group. A pattern's elements' Where are checked here, so an
     event that can be neither its first nor its second element never crosses the shuffle
     (predicate push-down, thesis 4.5.4); its core checks them again per element."""
-    if q["kind"] not in PATTERN_KINDS:
+    if q["kind"] != "pattern":
         return stream.isin(q["inputs"])
     return _is_element(q["first"], stream) | _is_element(q["second"], stream)
 
@@ -410,7 +450,7 @@ def needed_columns(columns, queries) -> list[str]:
     the stateful operator crosses a shuffle and the JVM/Python boundary twice, so unread columns
     are dropped before it (a superset is harmless; a core never sees less than it names)."""
     named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", json.dumps(list(queries), default=str)))
-    if any(q["kind"] in ("window_join", *PATTERN_KINDS) for q in queries):
+    if any(q["kind"] in ("window_join", "pattern") for q in queries):
         named.add("stream")          # they tell their inputs' events apart by it
     return [c for c in columns if c in named or c in ("TS", "offset", "ingestTS")]
 

@@ -17,8 +17,6 @@ from kit.workload import (CountWindowAggregation, Filter, Pattern, Query, TableJ
                           TwoLevelAggregation, WindowJoin)
 
 KINDS = ("filter", "count_window", "time_window", "window_join", "table_join", "pattern")
-# A translator may plan a time window differently and say so with this kind (see spark_micro.py).
-NATIVE_TIME_WINDOW = "native_time_window"
 
 
 def _where(where) -> list[list]:

@@ -1,5 +1,5 @@
 """Microbenchmarks end to end on a real engine: every query kind in one workload, run by
-`cepkit micro` on local Spark (with each of Spark's core placements) and on Flink (`-m flink`),
+`cepkit micro` on local Spark (in the plan families engine, python and driver) and on Flink (`-m flink`),
 each query's output checked by the validator (6 s of load, one program; `e2e`). They left the default
 test run, whose smoke run is Pairs', when CI took 616 s of its 10 minutes (2026-11-28): each is a
 minute, 30 s of it Spark starting 17 queries' plans."""
@@ -79,22 +79,25 @@ def run_micro(workload: Workload, engine: str, tmp_path, *settings: str):
     return proc, run_dir
 
 
-# The placement each plan family (run.work) gives the cores.
-WORK = {"by-kind": "engine", "driver": "driver", "operator": "python"}
+def started_event(run_dir, workload: str) -> dict:
+    """The engine program's `started` event (its connectors and `work`: each query's plan)."""
+    lines = (run_dir / workload / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()
+    return next(e for e in map(json.loads, lines) if e.get("event") == "started")
 
 
-@pytest.mark.parametrize("cores", [pytest.param("by-kind", marks=[pytest.mark.spark, pytest.mark.e2e]),
-                                   pytest.param("driver", marks=[pytest.mark.spark, pytest.mark.e2e]),
-                                   pytest.param("operator", marks=[pytest.mark.spark, pytest.mark.e2e])])
-def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
-    """The default placement (by-kind: whole-stream cores and keyed all-* patterns on the driver,
-    keyed patterns that consume their candidates in Spark's stateful operator), every core on the
-    driver, and every core in the operator."""
-    # Every core in the operator: every kind through the JVM source and the JVM writer, and the
-    # engine killed mid-run (its restart re-reads from the checkpoint, and the sink's replay filter
-    # drops what the re-run batch sends again: nothing missing, nothing undue).
-    faults = ("run.faults=['kill-engine@3s']",) if cores == "operator" else ()
-    proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.work={WORK[cores]!r}", *faults)
+@pytest.mark.parametrize("work", [pytest.param("engine", marks=[pytest.mark.spark, pytest.mark.e2e]),
+                                  pytest.param("python", marks=[pytest.mark.spark, pytest.mark.e2e]),
+                                  pytest.param("driver", marks=[pytest.mark.spark, pytest.mark.e2e])])
+def test_every_query_kind_matches_the_reference_on_spark(work, tmp_path):
+    """The plan families (run.work, specs/TRANSLATION.md): engine (the default: Spark's operators for
+    filters and table joins, the Java logic in transformWithState for Q2, Q3, Q4, J1 and every
+    pattern), python (the kit's Python cores in transformWithStateInPandas) and driver (the cores on
+    Spark's driver, opt-in)."""
+    # The default family through the JVM source and the JVM writer with the engine killed mid-run
+    # (its restart re-reads from the checkpoint, and the sink's replay filter drops what the re-run
+    # batch sends again: nothing missing, nothing undue).
+    faults = ("run.faults=['kill-engine@3s']",) if work == "engine" else ()
+    proc, run_dir = run_micro(every_kind(), "spark", tmp_path, f"run.work={work!r}", *faults)
     summary = json.loads((run_dir / "summary.json").read_text())
     (row,) = summary["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"
@@ -104,13 +107,26 @@ def test_every_query_kind_matches_the_reference_on_spark(cores, tmp_path):
     assert "PostgreSQL on 127.0.0.1" in proc.stderr
     assert (run_dir / "every-kind" / "postgres" / "server.log").stat().st_size > 0
     states = run_dir / "every-kind" / "engine" / "checkpoint" / "driver-cores"
-    assert states.is_dir() == (cores != "operator")
+    assert states.is_dir() == (work == "driver")
     # Events come through the JVM source; answers leave from the executors through the JVM writer
     # unless cores run on the driver, whose batch stage needs every answer collected there.
     connectors = run["plan"]["connectors"]
     assert connectors["source"] == "jvm"
-    assert connectors["sink"] == ("jvm" if cores == "operator" else "driver-collect"), connectors
-    if cores != "operator":
+    assert connectors["sink"] == ("driver-collect" if work == "driver" else "jvm"), connectors
+    # The program names each query's plan and where its work runs.
+    started = started_event(run_dir, "every-kind")
+    plans = started["work"]["queries"]
+    assert started["work"]["family"] == work and set(plans) == {q.id for q in every_kind().queries}
+    stateful = ("q2s", "q2t", "q2g", "q3", "q4", "q5", "q7allall", "q7allone", "q7oneall", "q7oneone")
+    where = {"engine": "(engine user code, JVM)", "python": "(kit Python in the executors)",
+             "driver": "(kit Python on the driver)"}[work]
+    assert all(plans[qid].endswith(where) for qid in stateful), plans
+    if work == "engine":
+        assert plans["q7allall"] == "Java PatternLogic in transformWithState, keyed by ID (engine user code, JVM)"
+        assert plans["q2s"].startswith("Java CountWindowLogic") and plans["q5"].startswith("Java WindowJoinLogic")
+        assert plans["q1"].endswith("(engine operators)") and plans["q7allallb"] == "computed once as q7allall, " \
+            "its rows copied"
+    if work == "driver":
         # The driver-collect plan times addBatch's halves: the collect (with the driver's cores) and the sink.
         stdout = [json.loads(line) for line in
                   (run_dir / "every-kind" / "engine" / "logs" / "engine.stdout.jsonl").read_text().splitlines()]
@@ -159,7 +175,7 @@ def test_the_jdbc_plan_of_j3_matches_the_reference_on_spark(tmp_path):
     real PostgreSQL."""
     _, run_dir = run_micro(database_joins(), "spark", tmp_path, 'run.database_join="jdbc"')
     wdir = run_dir / "database-joins"
-    assert "'kind': 'jdbc_table_join'" in (wdir / "program.py").read_text()
+    assert "'j3': 'jdbc_join'" in (wdir / "program.py").read_text()
     command = " ".join(json.loads((wdir / "engine" / "logs" / "command.json").read_text()))
     assert "spark.jars=/usr/share/java/postgresql" in command
     # A table join keeps no state (a stream-static join): none is reported.

@@ -1,7 +1,8 @@
-"""Keyed all-all patterns (Q7's shape) as Spark's stream-stream interval self-join, end to end:
-`cepkit micro` on local Spark with run.patterns = "join", every query's rows checked by
-the validator against the reference engine (which knows nothing of joins: specs/SEMANTICS.md
-section 8's candidates and consumption)."""
+"""Keyed all-all patterns (Q7's shape) end to end, as Spark's stream-stream interval self-join
+(run.work = "operators") and as the Java PatternLogic keyed by ID in transformWithState (run.work =
+"engine", the default): `cepkit micro` on local Spark, every query's rows checked by the validator
+against the reference engine (which knows nothing of joins: specs/SEMANTICS.md section 8's
+candidates and consumption)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from kit.workload import Comparison, Pattern, PatternEvent, QuerySet
 from kit.workload.suite import Dataset, Load, Param, Workload
-from tests.cepkit_app.test_micro_e2e import run_micro
+from tests.cepkit_app.test_micro_e2e import run_micro, started_event
+from tests.helpers import program_literals
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -30,12 +32,19 @@ def keyed_patterns() -> Workload:
                     (Param("within_ms", "700"),))
 
 
-def test_a_keyed_all_all_pattern_as_an_interval_join_matches_the_reference(tmp_path):
-    _, run_dir = run_micro(keyed_patterns(), "spark", tmp_path, 'run.work="operators"')
+@pytest.mark.parametrize("work, plan, said", [
+    ("operators", "interval_join", "Spark stream-stream interval self-join on ID (engine operators)"),
+    ("engine", "jvm_logic", "Java PatternLogic in transformWithState, keyed by ID (engine user code, JVM)")])
+def test_a_keyed_all_all_pattern_matches_the_reference(work, plan, said, tmp_path):
+    _, run_dir = run_micro(keyed_patterns(), "spark", tmp_path, f"run.work={work!r}")
     wdir = run_dir / "keyed-patterns"
-    program = (wdir / "program.py").read_text()
-    assert "'kind': 'join_pattern'" in program and "A stream-stream interval self-join" in program
+    literals = program_literals(wdir / "program.py")
+    assert literals["PLANS"] == {"q7": plan, "q7b": plan}
+    assert literals["WORK"]["queries"] == {"q7": said, "q7b": "computed once as q7, its rows copied"}
     (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"
+    assert started_event(run_dir, "keyed-patterns")["work"]["queries"]["q7"] == said
     run = json.loads((wdir / "engine" / "run.json").read_text())
-    assert run["resources"]["peak_state_bytes"] > 0        # the join's two sides, in RocksDB
+    assert run["plan"]["connectors"]["sink"] == "jvm"      # no answer passes the driver
+    # The join's two sides, or the candidates one record each: in RocksDB.
+    assert run["resources"]["peak_state_bytes"] > 0

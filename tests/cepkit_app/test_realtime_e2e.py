@@ -1,7 +1,8 @@
 """Spark's real-time mode end to end (`run.trigger = "realtime"`, specs/TRANSLATION.md): the JVM feed
 source and the JVM sink writer against the real harness, on every query kind the mode admits
 (filters, a filter's identical copy, the in-memory table join, a time window on the JVM's paned
-plan) and on Pairs' keyed plan in the JVM, validated by the reference."""
+plan, count windows, window joins and patterns on the Java logic) and on Pairs' keyed plan in the
+JVM, validated by the reference."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kit.workload import (Aggregate, Comparison, Filter, QuerySet, TableJoin, TimeWindowAggregation,
-                          TwoLevelAggregation)
+from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent, QuerySet,
+                          TableJoin, TimeWindowAggregation, TwoLevelAggregation, WindowJoin)
 from kit.workload.suite import Dataset, Load, Param, Workload
 from tests.cepkit_app.test_micro_e2e import run_micro
 from tests.helpers import SHORT_PAIRS, cepkit_command
@@ -27,7 +28,9 @@ def admitted_kind(kind: str) -> Workload:
     S2 (all filters are one branch over the source), J2 on S2 with a condition on the table, or Q3
     per ID on S1 (2-s windows sliding by 500 ms, MEDIAN and STDEV among its aggregates; with its
     identical copy), or Q4 per ID on S2 (3-s windows of 1-s panes), both on the JVM's paned plan
-    (cepkit.spark.WindowRealTime).
+    (cepkit.spark.WindowRealTime), or ("logic") a count window, a window join and Q7 under every
+    consumption policy (keyed by ID, one-one without a key) in one JVM operator of the Java logic
+    (cepkit.spark.LogicPlan).
     Real-time mode refuses a union of branches over one source (specs/TRANSLATION.md)."""
     if kind == "Q1":
         queries = (Filter("q1", "S1", ("ID", "A1", "A2"), (Comparison("ID", "le", 10),)),
@@ -41,6 +44,14 @@ def admitted_kind(kind: str) -> Workload:
     elif kind == "Q4":
         aggs = (Aggregate("SUM", "A2", "sumA2"), Aggregate("STDEV", "A1", "sdA1"), Aggregate("MAX", "A1", "maxA1"))
         queries = (TwoLevelAggregation("q4", "S2", 3000, 1000, aggs, ("ID",)),)
+    elif kind == "logic":
+        aggs = (Aggregate("SUM", "A1", "sumA1"), Aggregate("MEDIAN", "A2", "medA2"), Aggregate("STDEV", "A1", "sdA1"))
+        queries = (CountWindowAggregation("q2", "S1", 40, 3, aggs, ("ID",)),
+                   WindowJoin("q5", "S1", "S2", 30, "ID", "ID", ("S1.ID", "S1.A1", "S2.A2")),
+                   *(Pattern(f"q7{c.replace('-', '')}", PatternEvent("a1", "S1"),
+                             PatternEvent("a2", "S2", (Comparison("A1", "gt", 60.0),)), 800, c,
+                             ("a1.ID", "a1.TS", "a2.A1"), key=None if c == "one-one" else "ID")
+                     for c in ("all-all", "all-one", "one-all", "one-one")))
     else:
         queries = (TableJoin("j2", "S2", "T", "memory", "ID", "ID", ("S2.ID", "S2.A1", "T.T1", "T.T3"),
                              (Comparison("T.T2", "gt", 30.0),)),)
@@ -49,7 +60,7 @@ def admitted_kind(kind: str) -> Workload:
                     Load("constant", 300.0, 6000), QuerySet("independent", queries), (Param("trigger", "realtime"),))
 
 
-@pytest.mark.parametrize("kind", ["Q1", "J2", "Q3", "Q4"])
+@pytest.mark.parametrize("kind", ["Q1", "J2", "Q3", "Q4", "logic"])
 def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     workload = admitted_kind(kind)
     proc, run_dir = run_micro(workload, "spark", tmp_path, 'run.trigger="realtime"', "run.realtime_batch_ms=3000")
@@ -62,8 +73,9 @@ def test_admitted_kinds_match_the_reference_in_real_time_mode(kind, tmp_path):
     assert (run["spec"]["trigger"], run["spec"]["realtime_batch_ms"]) == ("realtime", 3000)
     command = json.loads((engine / "logs" / "command.json").read_text())
     assert command[command.index("--trigger") + 1] == "realtime"
-    # Filters and the in-memory join keep no state; the time window's pane records are in Spark's state store.
-    assert bool(run["resources"]["peak_state_bytes"]) == (kind in ("Q3", "Q4"))
+    # Filters and the in-memory join keep no state; the time window's pane records and the Java
+    # logic's windows and candidates are in Spark's state store.
+    assert bool(run["resources"]["peak_state_bytes"]) == (kind in ("Q3", "Q4", "logic"))
     # Started once the first batch (no event released yet) had ended: its boundary, the costly
     # one, falls before the load (specs/ENGINE_RUN.md, "Spark's real-time mode").
     events = [json.loads(line) for line in (engine / "logs" / "engine.stdout.jsonl").read_text().splitlines()]

@@ -1,8 +1,9 @@
-"""The real-time time-window logic in Java (spark_runtime/java/cepkit/spark/Window*.java) gives the
+"""The time-window logic in Java (spark_runtime/java/cepkit/spark/Window*.java) gives the
 reference's rows (validator/micro_windows.py) for Q3 and Q4, with and without groups, every
 aggregate function, tumbling and sliding windows and gaps in the input wider than a window,
 however its events are cut into real-time tasks and its buckets' rows into runs with the state
-written to bytes and read back between them (cepkit.spark.WindowTrace runs the logic without
+written to bytes and read back between them, or cut into micro-batches read by several source
+tasks each, a bucket's rows shuffled as a shuffle leaves them (cepkit.spark.WindowTrace runs the logic without
 Spark; tests/cepkit_app/test_realtime_e2e.py runs it in Spark's real-time mode)."""
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def events(seed: int, n: int = 6000) -> pd.DataFrame:
     ts = np.maximum.accumulate(ts)
     a1 = np.round(rng.uniform(1, 100, n), 2)
     a1[rng.random(n) < 0.1] = 50.0          # ties, for MEDIAN
-    return pd.DataFrame({"TS": ts, "ingestTS": ts + 5, "ID": rng.integers(1, 8, n).astype(np.int32),
-                         "A1": a1, "A2": rng.uniform(1, 100, n)})
+    return pd.DataFrame({"TS": ts, "ingestTS": ts + 5, "offset": np.arange(n, dtype=np.int64),
+                         "ID": rng.integers(1, 8, n).astype(np.int32), "A1": a1, "A2": rng.uniform(1, 100, n)})
 
 
-def run_trace(jar, query, df: pd.DataFrame, buckets: int, seed: int, tmp_path) -> pd.DataFrame:
+def run_trace(jar, query, df: pd.DataFrame, buckets: int, seed: int, tmp_path, mode: str = "realtime") -> pd.DataFrame:
     import pyspark
 
     lit = query_literal(query)
@@ -64,18 +65,22 @@ def run_trace(jar, query, df: pd.DataFrame, buckets: int, seed: int, tmp_path) -
     df.to_csv(tmp_path / "e.csv", index=False, float_format="%.17g")
     cp = os.pathsep.join((str(jar), os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")))
     proc = subprocess.run(["java", "-cp", cp, "cepkit.spark.WindowTrace", str(tmp_path / "q.json"),
-                           str(tmp_path / "e.csv"), str(buckets), str(seed), str(tmp_path / "out.csv")],
+                           str(tmp_path / "e.csv"), str(buckets), str(seed), str(tmp_path / "out.csv"),
+                           *(["micro"] if mode == "micro" else [])],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return pd.read_csv(tmp_path / "out.csv", header=None, names=["stream", *lit["fields"], "ingestTS"])
 
 
+@pytest.mark.parametrize("mode", ["realtime", "micro"])
 @pytest.mark.parametrize("name", list(QUERIES))
 @pytest.mark.parametrize("buckets, seed", [(1, 5), (3, 6)])
-def test_the_java_windows_match_the_reference(jar, name, buckets, seed, tmp_path):
+def test_the_java_windows_match_the_reference(jar, name, buckets, seed, mode, tmp_path):
+    """In real-time mode (rows in feed order, buckets fed in runs) and in micro-batches (each batch
+    read by several source tasks, a bucket's rows shuffled and sorted back by their feed offset)."""
     query = QUERIES[name]
     df = events(seed)
-    got = run_trace(jar, query, df, buckets, seed, tmp_path)
+    got = run_trace(jar, query, df, buckets, seed, tmp_path, mode)
     single = query.single_level() if isinstance(query, TwoLevelAggregation) else query
     ref = time_window(single, df)
     assert len(ref) > (200 if query.group_by else 50)

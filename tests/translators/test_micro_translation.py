@@ -4,6 +4,7 @@ a tidy, importable program for every engine; a run's output log is validated aga
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import importlib.util
@@ -58,19 +59,20 @@ def test_every_quick_workload_translates_to_a_tidy_program(engine, suite, tmp_pa
         path = write_program(text, tmp_path / w.name / "program.py")
         literals = program_literals(path)
         assert [q["id"] for q in literals["QUERIES"]] == [q.id for q in w.queries]
-        # The program holds each query's literal; Spark's translator may name another plan of its kind
-        # (a keyed all-all pattern as a join: run.patterns, on by default).
-        replans = {("join_pattern", "pattern")} if engine == "spark" else set()
-        for got, want in zip(literals["QUERIES"], map(query_literal, w.queries)):
-            assert {**got, "kind": want["kind"]} == want
-            assert got["kind"] == want["kind"] or (got["kind"], want["kind"]) in replans
+        # The program holds each query's literal as it is; Spark's program names each query's plan apart.
+        assert list(literals["QUERIES"]) == list(map(query_literal, w.queries))
         translated += 1
         if engine == "flink":       # SQL for exactly the queries Flink SQL expresses
             assert set(literals["SQL"]) == {q["id"] for q in literals["QUERIES"] if flink_plan(q)[0] == "sql"}
             assert all(f"SELECT '{qid}' AS `stream`" in sql for qid, sql in literals["SQL"].items())
             continue
-        if any(isinstance(q, TableJoin) and q.storage == "database" for q in w.queries):
-            assert "Per-batch key lookups in PostgreSQL (J3)" in text and "Stream-static joins" not in text
+        assert set(literals["PLANS"]) == {q.id for q in w.queries}
+        assert literals["WORK"]["family"] == "engine" and set(literals["WORK"]["queries"]) == set(literals["PLANS"])
+        for q in w.queries:
+            want = {"Filter": "filter", "CountWindowAggregation": "jvm_logic", "TimeWindowAggregation": "jvm_window",
+                    "TwoLevelAggregation": "jvm_window", "WindowJoin": "jvm_logic", "Pattern": "jvm_logic",
+                    "TableJoin": "broadcast_join" if getattr(q, "storage", "") == "memory" else "lookup_join"}
+            assert literals["PLANS"][q.id] == want[type(q).__name__], q.id
         module = _import(path)
         for q in w.queries:
             assert module.PLAN.output_streams[q.id] == [*output_schema(q).names, "ingestTS"]
@@ -162,40 +164,92 @@ def test_time_fields_are_shifted_back(filter_run, tmp_path):
     assert np.all(g["TS"].to_numpy() == g["inputTS"].to_numpy())
 
 
-def test_native_time_window_plan_uses_spark_window_for_q3_only():
-    w = read_suite(specs_dir() / "suites" / "time-windows-quick.xml")
-    q3 = next(x for x in w.workloads if "q3" in x.name)
-    q4 = next(x for x in w.workloads if "q4" in x.name)
-    native = engine_module("spark").translate_micro(MicroTranslation(q3, None, work="operators"))
-    assert "'kind': 'native_time_window'" in native and "Plain DataFrame operators" in native
-    assert "A core in the stateful operator" not in native
-    paned = engine_module("spark").translate_micro(MicroTranslation(q4, None, work="operators"))
-    assert "'kind': 'time_window'" in paned and "native" not in paned        # Q4 keeps its paned plan
-    core = engine_module("spark").translate_micro(MicroTranslation(q3, None))
-    assert "'kind': 'time_window'" in core and "A core run on the driver" in core
-    operator = engine_module("spark").translate_micro(MicroTranslation(q3, None, work="python"))
-    assert "A core in the stateful operator" in operator and "CORES_PLAN = \"operator\"" in operator
-    with pytest.raises(CepkitError, match="work"):
-        MicroTranslation(q3, None, work="fast")
-    with pytest.raises(CepkitError, match="work"):
-        MicroTranslation(q3, None, work="gpu")
+def _plans(text: str) -> dict:
+    return program_literals_text(text)["PLANS"]
 
 
-def test_native_windows_are_refused_beside_a_second_shuffle_over_the_source():
-    """Two shuffles over the Python source race in Spark 4.3 (specs/TRANSLATION.md): a native Q3
-    beside a core query, or two native Q3s, is refused at translation, naming the way out."""
+def test_plan_families_place_each_stateful_kind():
+    """run.work (specs/TRANSLATION.md, "Plan families"): engine and jvm run Q2, Q3, Q4, J1 and every
+    pattern in the JVM; operators puts Q3 on Spark's window() and a keyed all-all pattern on the
+    interval join (Q4, the other patterns and the rest in the JVM); python and driver run every
+    stateful kind on the kit's Python cores, in the executors or on the driver. Filters and table
+    joins are Spark's operators in every family; the program says each query's plan and where its
+    work runs."""
+    from kit.workload import Pattern, PatternEvent, TwoLevelAggregation, WindowJoin
+
+    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
+    q3 = TimeWindowAggregation("q3", "S1", 4000, 1000, (Aggregate("AVG", "A1", "a"),))
+    q4 = TwoLevelAggregation("q4", "S1", 4000, 1000, (Aggregate("MAX", "A1", "m"),), ("ID",))
+    j1 = WindowJoin("j1", "S1", "S2", 10, "ID", "ID", ("S1.ID", "S2.A1"))
+    q7 = Pattern("q7", PatternEvent("a1", "S1"), PatternEvent("a2", "S2"), 1000, "all-all", ("a1.ID", "a2.A1"),
+                 key="ID")
+    q7one = dataclasses.replace(q7, id="q7one", consumption="one-all")
+    q7whole = dataclasses.replace(q7, id="q7whole", key=None)
+    q1 = Filter("q1", "S1", ("ID",), ())
+    queries = (q1, q2, q3, q4, j1, q7, q7one, q7whole)
+    w = Workload("fam", "x", ("throughput",), Dataset(streams=2, attributes=1, max_id=10, seed=1),
+                 Load("constant", 100.0, 1000), QuerySet("independent", queries))
+    jvm = {"q1": "filter", "q2": "jvm_logic", "q3": "jvm_window", "q4": "jvm_window", "j1": "jvm_logic",
+           "q7": "jvm_logic", "q7one": "jvm_logic", "q7whole": "jvm_logic"}
+    want = {"engine": jvm, "jvm": jvm,
+            "operators": {**jvm, "q3": "spark_window", "q7": "interval_join"},
+            "python": {**{q.id: "python_core" for q in queries}, "q1": "filter"},
+            "driver": {**{q.id: "driver_core" for q in queries}, "q1": "filter"}}
+    spark = engine_module("spark")
+    for work, plans in want.items():
+        text = spark.translate_micro(MicroTranslation(w, None, work=work))
+        assert _plans(text) == plans, work
+        assert "CORES_PLAN" not in text and f"Plan family (run.work): {work}." in text
+        work_literal = program_literals_text(text)["WORK"]
+        assert work_literal["family"] == work
+        where = {"engine": "(engine user code, JVM)", "jvm": "(engine user code, JVM)",
+                 "python": "(kit Python in the executors)", "driver": "(kit Python on the driver)"}.get(work)
+        for qid, plan in plans.items():
+            said = work_literal["queries"][qid]
+            if plan in ("jvm_logic", "jvm_window"):
+                assert said.endswith("(engine user code, JVM)"), said
+            elif plan in ("filter", "spark_window", "interval_join"):
+                assert said.endswith("(engine operators)"), said
+            else:
+                assert said.endswith(where), said
+    said = program_literals_text(spark.translate_micro(MicroTranslation(w, None)))["WORK"]["queries"]
+    assert said["q7"] == "Java PatternLogic in transformWithState, keyed by ID (engine user code, JVM)"
+    assert said["q7whole"] == ("Java PatternLogic in transformWithState, one group: the whole stream "
+                               "(engine user code, JVM)")
+    assert said["q2"].startswith("Java CountWindowLogic") and said["j1"].startswith("Java WindowJoinLogic")
+    with pytest.raises(CepkitError, match="work"):
+        MicroTranslation(w, None, work="fast")
+    with pytest.raises(CepkitError, match="work"):
+        MicroTranslation(w, None, work="gpu")
+
+
+def program_literals_text(text: str) -> dict:
+    """The literal assignments of a program's text (QUERIES, PLANS, WORK, ...)."""
+    tree = ast.parse(text)
+    return {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()
+            and isinstance(node.value, (ast.Dict, ast.Tuple, ast.List, ast.Constant))}
+
+
+def test_shuffles_over_the_source_are_counted_for_the_python_source_check():
+    """Every plan family may shuffle the source more than once per batch with the JVM source; the
+    program counts its shuffles (SHUFFLES) so that it refuses the kit's Python source beside more
+    than one (Spark 4.3's Python data source bug, specs/TRANSLATION.md): a window or interval-join
+    query one each, all Java-logic queries one, all Python-core queries one, identical queries once."""
+    from translators.spark_micro import query_plan, shuffles
+
     w = next(x for x in read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads if "q3" in x.name)
     (q3,) = w.queries
     q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
-    q3b = TimeWindowAggregation("q3b", "S1", 4000, 1000, (Aggregate("AVG", "A1", "avgA1"),))
-    for other in (q3b,):
-        both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, other)))
-        with pytest.raises(CepkitError, match="2 shuffles over the source"):
-            engine_module("spark").translate_micro(MicroTranslation(both, None, work="operators"))
-        engine_module("spark").translate_micro(MicroTranslation(both, None))       # the core plan is fine
-    # A core on the driver shuffles nothing, so a native window beside it is allowed.
-    both = dataclasses.replace(w, query_set=QuerySet("independent", (q3, q2)))
-    engine_module("spark").translate_micro(MicroTranslation(both, None, work="operators"))
+    q2b = dataclasses.replace(q2, id="q2b", rows=20)
+    q3b = dataclasses.replace(q3, id="q3b")
+    lits = [query_literal(q) for q in (q3, q3b, q2, q2b)]
+    count = {work: shuffles(lits, {q["id"]: query_plan(q, work) for q in lits})
+             for work in ("engine", "operators", "python", "driver")}
+    assert count == {"engine": 2, "operators": 2, "python": 1, "driver": 0}
+    text = engine_module("spark").translate_micro(MicroTranslation(
+        dataclasses.replace(w, query_set=QuerySet("independent", (q3, q3b, q2, q2b))), None))
+    assert program_literals_text(text)["SHUFFLES"] == 2
 
 
 def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
@@ -204,12 +258,11 @@ def test_jdbc_plan_reads_the_database_table_through_spark_for_j3_only(tmp_path):
     j3 = next(w for w in joins if "j3" in w.name)
     spark = engine_module("spark")
     jdbc = spark.translate_micro(MicroTranslation(j3, None, database_join="jdbc"))
-    assert "'kind': 'jdbc_table_join'" in jdbc and "Stream-static joins with the table" in jdbc
-    assert "Per-batch key lookups" not in jdbc
+    assert "Spark's JDBC source re-read per batch" in jdbc and "mapInPandas" not in jdbc
     module = _import(write_program(jdbc, tmp_path / "j3" / "program.py"))
-    assert [q["kind"] for q in module.QUERIES] == ["jdbc_table_join"]
+    assert [q["kind"] for q in module.QUERIES] == ["table_join"] and set(module.PLANS.values()) == {"jdbc_join"}
     lookup = spark.translate_micro(MicroTranslation(j3, None))
-    assert "Per-batch key lookups in PostgreSQL (J3)" in lookup and "jdbc_table_join" not in lookup
+    assert "key lookups in PostgreSQL per task and batch in mapInPandas" in lookup and "jdbc_join" not in lookup
     table = tmp_path / "T.parquet"
     assert spark.translate_micro(MicroTranslation(j2, table, database_join="jdbc")) == \
         spark.translate_micro(MicroTranslation(j2, table))       # an in-memory table is not affected
@@ -247,36 +300,12 @@ def test_pattern_predicates_are_pushed_into_the_routing(tmp_path):
         spark.stop()
 
 
-def test_run_cores_places_whole_stream_cores_and_keyed_patterns():
-    """by-kind: a count window and a keyed all-all pattern on the driver, a keyed pattern that
-    consumes its candidates in the operator; driver and operator move all three
-    (specs/TRANSLATION.md, "Where a core runs")."""
-    from kit.workload import Pattern, PatternEvent
-    from translators.spark_micro import on_driver
-
-    w = next(x for x in read_suite(specs_dir() / "suites" / "time-windows-quick.xml").workloads if "q3" in x.name)
-    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
-    q7 = Pattern("q7", PatternEvent("a1", "S1"), PatternEvent("a2", "S1"), 1000, "all-all", ("a1.ID", "a2.A1"), key="ID")
-    q7one = Pattern("q7one", PatternEvent("a1", "S1"), PatternEvent("a2", "S1"), 1000, "one-all", ("a1.ID", "a2.A1"),
-                    key="ID")
-    literals = {q.id: query_literal(q) for q in (q2, q7, q7one)}
-    want = {"by-kind": {"q2": True, "q7": True, "q7one": False}, "driver": {"q2": True, "q7": True, "q7one": True},
-            "operator": {"q2": False, "q7": False, "q7one": False}}
-    both = dataclasses.replace(w, query_set=QuerySet("independent", (q2, q7, q7one)))
-    for plan, where in want.items():
-        assert {qid: on_driver(lit, plan) for qid, lit in literals.items()} == where
-        work = {"by-kind": "engine", "driver": "driver", "operator": "python"}[plan]
-        program = engine_module("spark").translate_micro(MicroTranslation(both, None, work=work))
-        assert f'CORES_PLAN = "{plan}"' in program
-        assert ("A core run on the driver" in program) == any(where.values())
-        assert ("A core in the stateful operator" in program) == (not all(where.values()))
-
-
 def test_keyed_all_all_patterns_are_an_interval_join_where_they_can_be():
-    """run.patterns = "join" plans a keyed all-all pattern (Q7) as Spark's
-    stream-stream interval self-join; the other consumption policies, a pattern without a key,
-    run.patterns = "core", and a second shuffle over the source beside it keep the pattern core;
-    real-time mode refuses the pattern either way (specs/TRANSLATION.md)."""
+    """run.work = "operators" plans a keyed all-all pattern (Q7) as Spark's stream-stream interval
+    self-join, beside any other shuffle (the JVM source takes several); the other consumption
+    policies and a pattern without a key run on the Java logic, and so does every pattern in the
+    other JVM families; real-time mode takes the Java logic whatever the family
+    (specs/TRANSLATION.md)."""
     from kit.workload import Pattern
     from translators.spark_micro import joinable_pattern
 
@@ -285,26 +314,23 @@ def test_keyed_all_all_patterns_are_an_interval_join_where_they_can_be():
              if x.name == "patterns-interval-w60s")
     (q7,) = w.queries
     assert isinstance(q7, Pattern) and joinable_pattern(query_literal(q7))
-    assert "join_pattern" not in spark.translate_micro(MicroTranslation(w, None))   # "core" is the default
+    assert _plans(spark.translate_micro(MicroTranslation(w, None))) == {q7.id: "jvm_logic"}   # engine: the default
     program = spark.translate_micro(MicroTranslation(w, None, work="operators"))
-    assert "'kind': 'join_pattern'" in program and "A stream-stream interval self-join" in program
-    assert "A core in the stateful operator" not in program
-    core = spark.translate_micro(MicroTranslation(w, None, work="engine"))
-    assert "'kind': 'pattern'" in core and "join_pattern" not in core
+    assert _plans(program) == {q7.id: "interval_join"} and "Spark stream-stream interval self-join on ID" in program
+    assert _plans(spark.translate_micro(MicroTranslation(w, None, work="jvm"))) == {q7.id: "jvm_logic"}
     join = functools.partial(MicroTranslation, work="operators")
     others = [dataclasses.replace(q7, consumption=c) for c in ("all-one", "one-all", "one-one")]
     for q in [*others, dataclasses.replace(q7, key=None)]:
         assert not joinable_pattern(query_literal(q))
         one = dataclasses.replace(w, query_set=QuerySet("independent", (q,)))
-        assert "join_pattern" not in spark.translate_micro(join(one, None))
-    # Beside a core in the stateful operator, the join would be a second shuffle: the core runs it.
+        assert _plans(spark.translate_micro(join(one, None))) == {q.id: "jvm_logic"}
+    # Beside other shuffles (a Java-logic query), the join stays: the JVM source takes several.
     q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
     both = dataclasses.replace(w, query_set=QuerySet("independent", (q7, q2)))
-    assert "join_pattern" not in spark.translate_micro(join(both, None, work="python"))
-    assert "'kind': 'join_pattern'" in spark.translate_micro(join(both, None))   # q2 on the driver
-    with pytest.raises(CepkitError, match="Python core"):
-        spark.translate_micro(join(w, None, trigger="realtime"))
+    assert _plans(spark.translate_micro(join(both, None))) == {q7.id: "interval_join", "q2": "jvm_logic"}
+    realtime = spark.translate_micro(join(w, None, trigger="realtime"))
+    assert _plans(realtime) == {q7.id: "jvm_logic"}
+    with pytest.raises(CepkitError, match="real-time mode allows no Python"):
+        spark.translate_micro(MicroTranslation(w, None, work="python", trigger="realtime"))
     with pytest.raises(CepkitError, match="work"):
         MicroTranslation(w, None, work="cep")
-    flink = engine_module("flink").translate_micro(join(w, None))
-    assert flink == engine_module("flink").translate_micro(MicroTranslation(w, None))   # Spark's setting only

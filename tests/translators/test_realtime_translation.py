@@ -1,8 +1,8 @@
 """Spark's real-time mode at translation (specs/TRANSLATION.md, "Real-time mode"): a workload is
 admitted only when every query's plan is made of operators the mode allows (filters, the in-memory
-table join, time windows on the JVM's paned plan), the rest is refused in one line naming the
-query and why; Pairs runs on its keyed plan only; the setting is Spark's only, and a real-time run
-hands the program its trigger."""
+table join, and in the JVM the time windows' paned plan and the Java logic of count windows, window
+joins and patterns), the rest is refused in one line naming the query and why; Pairs runs on its
+keyed plan only; the setting is Spark's only, and a real-time run hands the program its trigger."""
 
 from __future__ import annotations
 
@@ -22,20 +22,22 @@ from querygen.strategies import strategies_for
 from translators.registry import engine_module
 from translators.request import MicroTranslation, PairsTranslation
 
+from tests.translators.test_micro_translation import program_literals_text
+
 SUITES = ("filtering", "count-windows", "time-windows", "joins", "patterns", "adaptivity", "scalability")
 
 
-PLAIN = ("Filter", "TableJoin")          # admitted as they are (J3 only when in memory)
-WINDOWS = ("TimeWindowAggregation", "TwoLevelAggregation")      # admitted on the JVM's paned plan
-
-
 def _admitted(q) -> bool:
-    name = type(q).__name__
-    return name in WINDOWS or name == "Filter" or (name == "TableJoin" and q.storage == "memory")
+    """Every kind but J3 (Python lookups, or a JDBC relation re-read per batch)."""
+    return not (type(q).__name__ == "TableJoin" and q.storage == "database")
+
+
+def _plans(text: str) -> dict:
+    return program_literals_text(text)["PLANS"]
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_real_time_mode_admits_filters_memory_joins_and_time_windows_and_refuses_the_rest(suite, tmp_path):
+def test_real_time_mode_admits_every_kind_but_j3_and_refuses_the_rest(suite, tmp_path):
     seen = set()
     for w in read_suite(specs_dir() / "suites" / f"{suite}-quick.xml").workloads:
         table = tmp_path / "T.parquet" if any(type(q).__name__ == "TableJoin" for q in w.queries) else None
@@ -43,15 +45,12 @@ def test_real_time_mode_admits_filters_memory_joins_and_time_windows_and_refuses
         micro = engine_module("spark").translate_micro(MicroTranslation(w, table))
         if all(_admitted(q) for q in w.queries):
             program = engine_module("spark").translate_micro(req)
-            if any(type(q).__name__ in WINDOWS for q in w.queries):
-                # A time window's real-time plan is the JVM's paned one (cepkit.spark.WindowRealTime).
-                assert "'kind': 'realtime_time_window'" in program and "cepkit.spark.WindowRealTime" in program
-                assert program != micro
-                seen.add("windows")
-            else:
-                # The program is the micro-batch one: the trigger is the run's, handed over at launch.
-                assert program == micro
-                seen.add("admitted")
+            # The default family's plans are the same in both modes (the JVM's for every stateful
+            # kind): the program is the micro-batch one, the trigger the run's, handed over at launch.
+            assert program == micro
+            plans = set(_plans(program).values())
+            assert plans <= {"filter", "broadcast_join", "jvm_window", "jvm_logic"}
+            seen.add("jvm" if plans & {"jvm_window", "jvm_logic"} else "admitted")
             continue
         with pytest.raises(CepkitError) as e:
             engine_module("spark").translate_micro(req)
@@ -59,12 +58,46 @@ def test_real_time_mode_admits_filters_memory_joins_and_time_windows_and_refuses
         assert "\n" not in msg and f"workload {w.name}: not runnable in Spark's real-time mode" in msg
         first = next(q for q in w.queries if not _admitted(q))
         assert f"query {first.id} (" in msg
-        assert any(why in msg for why in ("Python core", "PostgreSQL", "re-reads the table"))
+        assert any(why in msg for why in ("PostgreSQL", "re-reads the table"))
         seen.add("refused")
-    expected = {"filtering": {"admitted"}, "time-windows": {"windows"}, "count-windows": {"refused"},
-                "patterns": {"refused"}}
+    expected = {"filtering": {"admitted"}, "time-windows": {"jvm"}, "count-windows": {"jvm"}, "patterns": {"jvm"}}
     if suite in expected:
         assert seen == expected[suite]
+
+
+def test_the_python_families_are_refused_in_real_time_mode():
+    """run.work = python or driver runs the stateful kinds in Python, which real-time mode does not
+    allow; operators' Spark window() and interval join are the micro-batch plan's choice, the JVM's
+    in real-time mode."""
+    spark = engine_module("spark")
+    for suite in ("count-windows", "time-windows", "patterns"):
+        w = read_suite(specs_dir() / "suites" / f"{suite}-quick.xml").workloads[0]
+        for work, why in (("python", "transformWithStateInPandas"), ("driver", "on Spark's driver")):
+            with pytest.raises(CepkitError, match=f"real-time mode.*{why}.*allows no Python"):
+                spark.translate_micro(MicroTranslation(w, work=work, trigger="realtime"))
+        program = spark.translate_micro(MicroTranslation(w, work="operators", trigger="realtime"))
+        assert set(_plans(program).values()) <= {"jvm_window", "jvm_logic"}
+
+
+def test_the_java_logics_queries_are_one_branch_in_real_time_mode():
+    """Count windows, window joins and patterns share one JVM operator (cepkit.spark.LogicPlan), so
+    any number of them is one branch over the source; a filter beside them would be a second."""
+    from kit.workload import (Aggregate, Comparison, CountWindowAggregation, Filter, Pattern, PatternEvent,
+                              WindowJoin)
+    from kit.workload.suite import Dataset, Load, Workload
+
+    q2 = CountWindowAggregation("q2", "S1", 10, 1, (Aggregate("SUM", "A1", "s"),), ("ID",))
+    j1 = WindowJoin("j1", "S1", "S2", 10, "ID", "ID", ("S1.ID", "S2.A1"))
+    q7 = Pattern("q7", PatternEvent("a1", "S1"), PatternEvent("a2", "S2", (Comparison("A1", "gt", 5.0),)), 1000,
+                 "one-one", ("a1.ID", "a2.A1"), key="ID")
+    w = Workload("logic", "x", ("throughput",), Dataset(streams=2, attributes=1, max_id=10, seed=1),
+                 Load("constant", 100.0, 1000), QuerySet("independent", (q2, j1, q7)))
+    spark = engine_module("spark")
+    program = spark.translate_micro(MicroTranslation(w, trigger="realtime"))
+    assert set(_plans(program).values()) == {"jvm_logic"}
+    mixed = dataclasses.replace(w, query_set=QuerySet("independent", (q2, j1, q7, Filter("q1", "S1", ("ID",), ()))))
+    with pytest.raises(CepkitError, match="a union of 2 branches over one source"):
+        spark.translate_micro(MicroTranslation(mixed, trigger="realtime"))
 
 
 def test_time_windows_in_real_time_mode_take_one_branch_each(tmp_path):
@@ -80,9 +113,9 @@ def test_time_windows_in_real_time_mode_take_one_branch_each(tmp_path):
     with pytest.raises(CepkitError, match="a union of 2 branches over one source"):
         spark.translate_micro(MicroTranslation(dataclasses.replace(w, query_set=QuerySet("independent", (q3, other))),
                                                trigger="realtime"))
-    # run.time_windows = "native" is the micro-batch plan's choice; in real-time mode the JVM's.
+    # Spark's window() (run.work = "operators") is the micro-batch plan's choice; in real-time mode the JVM's.
     native = spark.translate_micro(MicroTranslation(w, work="operators", trigger="realtime"))
-    assert "'kind': 'realtime_time_window'" in native
+    assert _plans(native) == {q3.id: "jvm_window"}
 
 
 def test_one_branch_for_all_filters_and_one_per_other_distinct_query(tmp_path):

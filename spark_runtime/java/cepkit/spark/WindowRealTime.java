@@ -8,9 +8,12 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.AbstractMap;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -32,9 +35,11 @@ import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * A time-window query (Q3, Q4) in Spark's real-time mode (specs/TRANSLATION.md), all in the JVM.
- * Spark's own aggregation in that mode updates a window's row at every event; the spec wants each
- * window's rows once, at the event that closes it, so the plan is the paned one:
+ * A time-window query (Q3, Q4) in the JVM, in Spark's real-time mode and in micro-batches
+ * (specs/TRANSLATION.md). Spark's own aggregation in real-time mode updates a window's row at every
+ * event, and its window() in micro-batches closes on the watermark at batch ends without naming the
+ * closing event; the spec wants each window's rows once, at the event that closes it, so the plan is
+ * the paned one:
  *
  * <ol>
  *   <li>in the source's task ({@link EventRows}), each pane's events become one partial record
@@ -46,35 +51,48 @@ import scala.jdk.javaapi.CollectionConverters;
  *   the records and, at a clock row, emits the windows it closes.</li>
  * </ol>
  *
- * The events reach the plan in TS order (one source partition, one producer per shuffle
- * partition), which the bucket checks. Per event the plan does one hash lookup and a few
- * additions; per pane, one row per group and bucket crosses the shuffle.
+ * In real-time mode the events reach the plan in TS order (one source partition, one producer per
+ * shuffle partition), which the bucket checks, and each row is handled as it is pulled. In
+ * micro-batch mode ({@code realtime} false) a batch is read by several source tasks (contiguous
+ * offset ranges, each starting afresh) and the shuffle does not keep row order, so every row
+ * carries {@code seq}, the feed offset it stands at (a clock row: its event's; a pane record: its
+ * first event's), and a bucket sorts its rows of a call by it before handling them: every record
+ * of a pane then comes before any clock of a later pane, as in the feed. Per event the plan does
+ * one hash lookup and a few additions; per pane, one row per group and bucket crosses the shuffle.
  */
 public final class WindowRealTime {
   public static final StructType PARTIAL = new StructType()
       .add("key", DataTypes.IntegerType).add("pane", DataTypes.LongType).add("n", DataTypes.LongType)
       .add("TS", DataTypes.LongType).add("ingestTS", DataTypes.LongType).add("group", DataTypes.BinaryType)
-      .add("stats", DataTypes.BinaryType).add("vals", DataTypes.BinaryType);
+      .add("stats", DataTypes.BinaryType).add("vals", DataTypes.BinaryType).add("seq", DataTypes.LongType);
   private static final byte[] NOTHING = new byte[0];
 
   private WindowRealTime() {
   }
 
   /**
-   * The plan over the feed's events (columns TS, ingestTS and the query's fields) for the query
-   * literal {@code query} (JSON), over {@code partitions} shuffle partitions.
+   * The plan over the feed's events (columns TS, ingestTS, offset and the query's fields) for the
+   * query literal {@code query} (JSON), over {@code partitions} shuffle partitions, in Spark's
+   * real-time mode.
    */
   public static Dataset<Row> plan(Dataset<Row> events, String query, int partitions) {
+    return plan(events, query, partitions, true);
+  }
+
+  /** As {@link #plan(Dataset, String, int)}, in real-time mode or ({@code realtime} false) in micro-batches. */
+  public static Dataset<Row> plan(Dataset<Row> events, String query, int partitions, boolean realtime) {
     WindowQuery q = WindowQuery.fromJson(query);
     int buckets = q.groupBy.length == 0 ? 1 : partitions;
     int[] keys = PairsRealTime.spreadKeys(buckets, partitions);
-    String[] rest = new String[1 + q.groupBy.length + q.valueFields.length];
+    String[] rest = new String[2 + q.groupBy.length + q.valueFields.length];
     rest[0] = "ingestTS";
-    System.arraycopy(q.groupBy, 0, rest, 1, q.groupBy.length);
-    System.arraycopy(q.valueFields, 0, rest, 1 + q.groupBy.length, q.valueFields.length);
+    rest[1] = "offset";
+    System.arraycopy(q.groupBy, 0, rest, 2, q.groupBy.length);
+    System.arraycopy(q.valueFields, 0, rest, 2 + q.groupBy.length, q.valueFields.length);
     Dataset<Row> partials = events.select("TS", rest).mapPartitions(new EventRows(q, keys), Encoders.row(PARTIAL));
     return partials.groupBy("key").as(Encoders.INT(), Encoders.row(PARTIAL))
-        .transformWithState(new Processor(q), TimeMode.None(), OutputMode.Update(), Encoders.row(outputSchema(q)));
+        .transformWithState(new Processor(q, realtime), TimeMode.None(),
+            realtime ? OutputMode.Update() : OutputMode.Append(), Encoders.row(outputSchema(q)));
   }
 
   /** The plan's rows: stream, the query's fields (WindowQuery#row's order), ingestTS. */
@@ -116,8 +134,8 @@ public final class WindowRealTime {
   }
 
   /**
-   * A task's partial and clock rows from its events (TS, ingestTS, the group fields, the value
-   * fields). A task starts afresh (a real-time batch's reader does): a pane cut by the batch's end
+   * A task's partial and clock rows from its events (TS, ingestTS, offset, the group fields, the
+   * value fields). A task starts afresh (a real-time batch's reader does): a pane cut by the batch's end
    * sends its records in two parts, and the task's first event sends its pane's clock rows, which
    * a bucket that has seen that pane ignores.
    */
@@ -138,6 +156,8 @@ public final class WindowRealTime {
       return new QueuedRows<Row>(events) {
         // The open pane's records, in the order their groups first came.
         private final Map<WindowBucket.Key, WindowPanes.Acc> open = new LinkedHashMap<>();
+        // Each open record's first event's offset (its place in the feed).
+        private final Map<WindowBucket.Key, Long> firstOffset = new HashMap<>();
         private long lastPane = Long.MIN_VALUE;
         private final double[] x = new double[valuesN];
 
@@ -157,18 +177,25 @@ public final class WindowRealTime {
             }
             sendRecords();
             for (int key : keys) {
-              queued.add(RowFactory.create(key, pane, 0L, ts, e.getLong(1), NOTHING, NOTHING, NOTHING));
+              queued.add(RowFactory.create(key, pane, 0L, ts, e.getLong(1), NOTHING, NOTHING, NOTHING, e.getLong(2)));
             }
             lastPane = pane;
           }
           double[] g = new double[groupsN];
           for (int i = 0; i < groupsN; i++) {
-            g[i] = ((Number) e.get(2 + i)).doubleValue();
+            g[i] = ((Number) e.get(3 + i)).doubleValue();
           }
           for (int i = 0; i < valuesN; i++) {
-            x[i] = ((Number) e.get(2 + groupsN + i)).doubleValue();
+            x[i] = ((Number) e.get(3 + groupsN + i)).doubleValue();
           }
-          open.computeIfAbsent(new WindowBucket.Key(g), k -> new WindowPanes.Acc(q.median)).add(x);
+          WindowBucket.Key key = new WindowBucket.Key(g);
+          WindowPanes.Acc acc = open.get(key);
+          if (acc == null) {
+            acc = new WindowPanes.Acc(q.median);
+            open.put(key, acc);
+            firstOffset.put(key, e.getLong(2));
+          }
+          acc.add(x);
         }
 
         private void sendRecords() {
@@ -176,23 +203,30 @@ public final class WindowRealTime {
             WindowPanes.Acc acc = r.getValue();
             int key = keys[Math.floorMod(r.getKey().hashCode(), keys.length)];
             queued.add(RowFactory.create(key, lastPane, acc.n, 0L, 0L, pack(r.getKey().values), pack(acc.stats()),
-                pack(acc.keptValues())));
+                pack(acc.keptValues()), firstOffset.get(r.getKey())));
           }
           open.clear();
+          firstOffset.clear();
         }
       };
     }
   }
 
+  /** A micro-batch bucket's rows in feed order: by seq, a clock row before a record at the same offset. */
+  static final Comparator<Row> FEED_ORDER = Comparator.<Row>comparingLong(r -> r.getLong(8))
+      .thenComparingLong(r -> r.getLong(2) == 0 ? 0 : 1);
+
   /** The buckets over Spark's state store: one bucket per key. */
   static final class Processor extends StatefulProcessor<Integer, Row, Row> {
     private static final long serialVersionUID = 1L;
     private final WindowQuery q;
+    private final boolean realtime;
     private transient WindowBucket.Store store;
     private transient Map<Integer, WindowBucket> logic;
 
-    Processor(WindowQuery q) {
+    Processor(WindowQuery q, boolean realtime) {
       this.q = q;
+      this.realtime = realtime;
     }
 
     @Override
@@ -253,6 +287,16 @@ public final class WindowRealTime {
       }
       ArrayDeque<Row> out = new ArrayDeque<>();
       WindowBucket.Out sink = values -> out.add(RowFactory.create(values));
+      if (!realtime) {
+        List<Row> batch = new ArrayList<>();
+        CollectionConverters.asJava(rows).forEachRemaining(batch::add);
+        batch.sort(FEED_ORDER);
+        for (Row r : batch) {
+          handle(bucket, r, sink, q);
+        }
+        bucket.flush();
+        return CollectionConverters.asScala(out.iterator());
+      }
       // Rows are handled as they are pulled, so an output leaves as soon as its row came; what
       // they changed is written once the key's rows are all handled.
       Iterator<Row> lazy = new QueuedRows<Row>(CollectionConverters.asJava(rows), out) {

@@ -28,10 +28,11 @@ import org.apache.spark.sql.RowFactory;
  * written to its store, and at random (and at every source task's end) the bucket is made afresh
  * and reads its state back, as a new Spark task does from the state store.
  *
- * <pre>java -cp JAR:PYSPARK_JARS/* cepkit.spark.WindowTrace QUERY.json EVENTS.csv BUCKETS SEED OUT.csv</pre>
+ * <pre>java -cp JAR:PYSPARK_JARS/* cepkit.spark.WindowTrace QUERY.json EVENTS.csv BUCKETS SEED OUT.csv [micro]</pre>
  *
- * EVENTS.csv: a header, then one event per line in feed order, with at least TS, ingestTS and the
- * query's fields. OUT.csv: one output row per line, the query's output schema's columns (doubles
+ * With {@code micro}, as Spark's micro-batches run the plan instead ({@link #microBatches}).
+ * EVENTS.csv: a header, then one event per line in feed order, with at least TS, ingestTS, offset
+ * and the query's fields. OUT.csv: one output row per line, the query's output schema's columns (doubles
  * as Java prints them, which reads back exactly).
  */
 public final class WindowTrace {
@@ -59,6 +60,11 @@ public final class WindowTrace {
     };
     WindowRealTime.EventRows rowsOf = new WindowRealTime.EventRows(q, keys);
     Map<Integer, WindowBucket> logic = new HashMap<>();
+    if (args.length > 5 && args[5].equals("micro")) {
+      microBatches(q, events, rowsOf, stored, rng, sink);
+      write(out, args[4]);
+      return;
+    }
     int start = 0;
     while (start < events.size()) {
       int end = Math.min(events.size(), start + 1 + rng.nextInt(3000));
@@ -90,7 +96,48 @@ public final class WindowTrace {
       logic.clear();
       start = end;
     }
-    try (BufferedWriter w = Files.newBufferedWriter(Paths.get(args[4]))) {
+    write(out, args[4]);
+  }
+
+  /**
+   * Micro-batch mode: the events cut into batches at random, each batch read by 1 to 4 source tasks
+   * (contiguous offset ranges, each starting afresh), every bucket's rows of the batch shuffled
+   * (a shuffle keeps no order), then sorted as the processor sorts them and handled by a bucket
+   * read afresh from its store (each batch is a new task), its changes written at the end.
+   */
+  private static void microBatches(WindowQuery q, List<Row> events, WindowRealTime.EventRows rowsOf,
+                                   Map<Integer, MemoryStore> stored, Random rng, WindowBucket.Out sink) {
+    int start = 0;
+    while (start < events.size()) {
+      int end = Math.min(events.size(), start + 1 + rng.nextInt(3000));
+      Map<Integer, List<Row>> byKey = new LinkedHashMap<>();
+      int tasks = 1 + rng.nextInt(4);
+      int from = start;
+      for (int t = 0; t < tasks; t++) {
+        int to = t == tasks - 1 ? end : Math.min(end, from + rng.nextInt(end - from + 1));
+        for (Iterator<Row> it = rowsOf.call(events.subList(from, to).iterator()); it.hasNext(); ) {
+          Row r = it.next();
+          byKey.computeIfAbsent(r.getInt(0), k -> new ArrayList<>()).add(r);
+        }
+        from = to;
+      }
+      for (Map.Entry<Integer, List<Row>> e : byKey.entrySet()) {
+        List<Row> rows = e.getValue();
+        java.util.Collections.shuffle(rows, rng);
+        rows.sort(WindowRealTime.FEED_ORDER);
+        WindowBucket bucket = new WindowBucket(q);
+        bucket.attach(stored.get(e.getKey()));
+        for (Row r : rows) {
+          WindowRealTime.Processor.handle(bucket, r, sink, q);
+        }
+        bucket.flush();
+      }
+      start = end;
+    }
+  }
+
+  private static void write(List<String> out, String path) throws IOException {
+    try (BufferedWriter w = Files.newBufferedWriter(Paths.get(path))) {
       for (String line : out) {
         w.write(line);
         w.newLine();
@@ -98,12 +145,12 @@ public final class WindowTrace {
     }
   }
 
-  /** The events as the plan selects them: TS, ingestTS (longs), the group and value fields (doubles). */
+  /** The events as the plan selects them: TS, ingestTS, offset (longs), the group and value fields (doubles). */
   private static List<Row> readEvents(WindowQuery q, String path) throws IOException {
     List<Row> events = new ArrayList<>();
     try (BufferedReader in = Files.newBufferedReader(Paths.get(path))) {
       List<String> header = List.of(in.readLine().split(","));
-      List<String> wanted = new ArrayList<>(List.of("TS", "ingestTS"));
+      List<String> wanted = new ArrayList<>(List.of("TS", "ingestTS", "offset"));
       wanted.addAll(List.of(q.groupBy));
       wanted.addAll(List.of(q.valueFields));
       int[] at = new int[wanted.size()];
@@ -118,7 +165,8 @@ public final class WindowTrace {
         Object[] row = new Object[at.length];
         row[0] = Long.parseLong(f[at[0]]);
         row[1] = Long.parseLong(f[at[1]]);
-        for (int i = 2; i < at.length; i++) {
+        row[2] = Long.parseLong(f[at[2]]);
+        for (int i = 3; i < at.length; i++) {
           row[i] = Double.parseDouble(f[at[i]]);
         }
         events.add(RowFactory.create(row));
