@@ -1,21 +1,29 @@
-"""The microbenchmark query kinds on Flink: SQL over the events table, Python cores in a keyed function.
+"""The microbenchmark query kinds on Flink: SQL over the events table, the kit's Java logic in keyed
+operators, the kit's Python cores in a keyed Python function: each query as its plan says.
 
-A workload whose queries are all SQL reads its events and sends its answers in the JVM
-(flink_runtime/jvm.py: a Java source and sink, no Python on the events' way). Otherwise the feed's
-puller (flink_runtime/feed.py) cuts each range of events it reads into chunks
-(`MicroChunks`): key -1 carries the whole range for the SQL queries, which `Explode` turns back
-into one Row per event for the events table (flink_runtime/tables.py: `rowtime` from `TS` and its
-watermark), registered as the view `events` and one view per stream (`S1`, `S2`, ...); key i
-carries the events the i-th Python query reads (runtime_common.micro_rows.routed). Each SQL query
-(its text is in the program, translators/flink_micro.py) becomes an output table whose rows go to
-the harness sink through flink_runtime/emitter.py. The Python queries run in `QueryFunction`, a
-keyed function with one key per query: the engine-neutral core of its kind
-(runtime_common/micro_cores, the code the Spark plan runs) over each chunk in range order, its
-state in Flink keyed state; J3 asks PostgreSQL for each chunk's keys (runtime_common/micro_lookup).
+The program (translators/flink_micro.py) gives every query a plan (`PLANS`: "sql", "jvm" or
+"python", chosen by the plan family run.work, specs/TRANSLATION.md "Microbenchmarks on Flink"):
+- "sql": its Flink SQL text over the view `events` and one view per stream (`S1`, `S2`, ...):
+  the feed's events as a table with event time (flink_runtime/tables.py); its rows go to the
+  harness sink from the JVM (or the Python emitter, flink_runtime/emitter.py);
+- "jvm": the kit's Java logic (runtime_common/java/cepkit/logic) in `cepkit.flink.MicroFlink`, a
+  KeyedProcessFunction built here through py4j over the events' Rows, its rows to the JVM sink;
+- "python": the engine-neutral Python core of its kind (runtime_common/micro_cores, the code the
+  Spark plan runs) or J3's PostgreSQL lookup (runtime_common/micro_lookup) in `QueryFunction`, a
+  keyed Python function with one key per query, fed by the Python puller's ranges.
+
+Where events come from. A workload with no "python" query reads its events in the JVM
+(flink_runtime/jvm.py: a Java source, run.source_partitions splits, or one when a query runs the
+Java logic, which needs each key's events in feed order) and no Python operator is on their way.
+Otherwise the feed's puller (flink_runtime/feed.py) cuts each range it reads into chunks
+(`MicroChunks`): key -1 carries the whole range, which `Explode` turns back into one Row per event
+for the SQL and Java queries, and key i the events the i-th Python query reads
+(runtime_common.micro_rows.routed); one feed has one reader's commits and end of run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
@@ -39,11 +47,12 @@ CHUNK_MS = 20
 
 
 class MicroChunks:
-    """The feed's transform: a range of events to `{-1: every event (for SQL), i: the events of
-    the i-th Python query}`; a single-stream dataset's events get their `stream` (S1)."""
+    """The feed's transform: a range of events to `{-1: every event (for the SQL and Java
+    queries), i: the events of the i-th Python query}`; a single-stream dataset's events get their
+    `stream` (S1)."""
 
-    def __init__(self, queries: tuple, sql: bool, single_stream: str | None):
-        self.queries, self.sql, self.single_stream = queries, sql, single_stream
+    def __init__(self, queries: tuple, rows: bool, single_stream: str | None):
+        self.queries, self.sql, self.single_stream = queries, rows, single_stream
 
     def __call__(self, table: pa.Table) -> dict:
         if self.single_stream is not None:
@@ -59,7 +68,7 @@ class MicroChunks:
 
 
 class Explode(FlatMapFunction):
-    """Chunk -1 back into one Row per event, for the events table."""
+    """Chunk -1 back into one Row per event, for the events table and the Java queries."""
 
     def flat_map(self, chunk):
         table = chunk[2]
@@ -123,32 +132,64 @@ class QueryFunction(KeyedProcessFunction):
         yield  # a generator with no output: the rows went to the sink
 
 
-def jvm_plan(queries, sql: dict) -> bool:
-    """Every query is SQL: the program reads the feed and answers the sink in the JVM
-    (flink_runtime/jvm.py). A workload with a Python query keeps the Python feed for all: its Python
-    queries read the feed's ranges in Python, and one feed has one reader's commits and end of run.
-    `--connectors python` (run.connectors) keeps the Python feed and emitter for every workload."""
-    return bool(sql) and all(q["id"] in sql for q in queries)
+PLANS = ("sql", "jvm", "python")
+
+
+def jvm_feed(queries, plans: dict) -> bool:
+    """Whether the program reads the feed in the JVM: no query of it runs in Python (its Python
+    queries read the feed's ranges in Python, and one feed has one reader's commits and end of
+    run). `--connectors python` (run.connectors) keeps the Python feed and emitter for every workload."""
+    return all(plans[q["id"]] != "python" for q in queries)
 
 
 class MicroProgram:
-    """What a generated micro program for Flink runs: `run_app(PROGRAM.build, ...)`."""
+    """What a generated micro program for Flink runs: `run_app(PROGRAM.build, ...)`. `plans`: each
+    query's plan ("sql", "jvm", "python"; default: "sql" for the queries with SQL, else "python");
+    `work`: the plan family and each query's plan in words (the `started` event's `work`)."""
 
-    def __init__(self, workload: str, queries, sql: dict, multi_stream: bool, table_path: str | None):
+    def __init__(self, workload: str, queries, sql: dict, multi_stream: bool, table_path: str | None,
+                 plans: dict | None = None, work: dict | None = None):
         self.workload, self.queries, self.sql = workload, tuple(queries), dict(sql)
         self.multi_stream, self.table_path = multi_stream, table_path
+        self.plans = dict(plans) if plans is not None else {
+            q["id"]: "sql" if q["id"] in self.sql else "python" for q in self.queries}
+        for q in self.queries:
+            plan = self.plans.get(q["id"])
+            if plan not in PLANS or (plan == "sql") != (q["id"] in self.sql):
+                raise ValueError(f"query {q['id']}: plan {plan!r}; one of {', '.join(PLANS)}, sql exactly "
+                                 "for the queries with SQL")
+        self.work = work
+
+    def _of(self, plan: str) -> tuple:
+        return tuple(q for q in self.queries if self.plans[q["id"]] == plan)
 
     def build(self, job) -> dict:
-        python_queries = tuple(q for q in self.queries if q["id"] not in self.sql)
+        job.work = self.work
+        python_queries, java_queries = self._of("python"), self._of("jvm")
         single = None if self.multi_stream else self.queries[0]["inputs"][0]
-        if jvm_plan(self.queries, self.sql) and getattr(job, "connectors", "jvm") == "jvm":
+        fields = event_fields(job.client.schema)
+        if not self.multi_stream:
+            fields.append((STREAM, Types.STRING()))
+        if jvm_feed(self.queries, self.plans) and getattr(job, "connectors", "jvm") == "jvm":
             constants = [] if single is None else [(STREAM, single)]
-            return self._sql(job, job.jvm_feed(constants), jvm=True)
+            if java_queries:
+                # One split: the Java logic needs each key's events in feed order (MicroFlink's doc says why).
+                from flink_runtime.jvm import feed_stream
+
+                rows = feed_stream(job, constants, 1)
+                job.source_used = "jvm"
+                if job.source_partitions > 1:
+                    job.why.append("the Java logic's queries read the feed as one split (they need each key's "
+                                   "events in feed order)")
+            else:
+                rows = job.jvm_feed(constants)
+            return {**self._sql(job, rows, fields, jvm=True), **self._java(job, rows, stamp=False)}
         if hasattr(job, "why"):
-            job.why.append("--connectors python" if jvm_plan(self.queries, self.sql) else
+            job.why.append("--connectors python" if jvm_feed(self.queries, self.plans) else
                            "Python queries read the feed's ranges in Python: "
                            + ", ".join(q["id"] for q in python_queries))
-        chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql), single), interval_ms=CHUNK_MS)
+        chunks = job.feed(transform=MicroChunks(python_queries, bool(self.sql or java_queries), single),
+                          interval_ms=CHUNK_MS)
         streams = {}
         if python_queries:
             # Parallelism 1 up to the shuffle: the feed's order of ranges must reach each key as read.
@@ -157,22 +198,22 @@ class MicroProgram:
                 .process(QueryFunction(python_queries, job.sink, job.attempt, job.secret), output_type=Types.INT())
                 .name("cepkit python queries: " + ", ".join(q["id"] for q in python_queries)))
             streams.update({q["id"]: [*q["fields"], "ingestTS"] for q in python_queries})
-        if self.sql:
-            streams.update(self._sql(job, chunks))
-        return streams
-
-    def _sql(self, job, chunks, jvm: bool = False) -> dict:
-        """The SQL queries over the events: `chunks` are the Python feed's (their -1 chunks exploded
-        into event Rows), or with `jvm` the JVM feed's event Rows themselves."""
-        fields = event_fields(job.client.schema)
-        if not self.multi_stream:
-            fields.append((STREAM, Types.STRING()))
-        if jvm:
-            rows = chunks
-        else:
+        if self.sql or java_queries:
+            # One task, in the feed's order, from the puller to the Java queries' shuffle.
             rows = (chunks.filter(lambda c: c[0] == SQL_EVENTS).set_parallelism(1)
                     .flat_map(Explode(), output_type=Types.ROW_NAMED([n for n, _ in fields], [t for _, t in fields]))
                     .name("cepkit events").set_parallelism(1))
+            streams.update(self._sql(job, rows, fields))
+            streams.update(self._java(job, rows, stamp=True))
+        if python_queries:
+            job.sink_used = "python"        # QueryFunction sends its rows from Python
+        return streams
+
+    def _sql(self, job, rows, fields, jvm: bool = False) -> dict:
+        """The SQL queries over the events' Rows: the JVM feed's (`jvm`: their timestamps and the
+        source's watermarks) or the Python feed's exploded ranges (rowtime and its watermark from TS)."""
+        if not self.sql:
+            return {}
         tables = job.tables
         tables.create_temporary_view("events", events_table(job, rows, fields, source_watermark=jvm))
         for name in sorted({s for q in self.queries for s in q["inputs"]}):
@@ -187,4 +228,30 @@ class MicroProgram:
                 columns = [c for c in [*q["fields"], "ingestTS"] if c in table.get_schema().get_field_names()]
                 job.output(table, {q["id"]: columns}, jvm=jvm)
                 streams[q["id"]] = columns
+        return streams
+
+    def _java(self, job, rows, stamp: bool) -> dict:
+        """The Java queries (cepkit.flink.MicroFlink) over the events' Rows in feed order (one task),
+        each to the JVM sink; with `stamp` the Rows get their TS as timestamps and its watermark first."""
+        from pyflink.datastream import DataStream
+        from pyflink.java_gateway import get_gateway
+
+        from flink_runtime.jvm import runtime_jar, sink_stream
+
+        streams = {}
+        queries = self._of("jvm")
+        if not queries:
+            return streams
+        runtime_jar(required=True)
+        micro = get_gateway().jvm.cepkit.flink.MicroFlink
+        # The Python feed's Rows carry no timestamps: TS and its watermark, once for every Java query.
+        j_events = micro.stamped(rows._j_data_stream) if stamp else rows._j_data_stream
+        whole = 0
+        for q in queries:
+            text = json.dumps(q)
+            j_rows = micro.plan(j_events, text, whole, int(job.parallelism))
+            whole += not (q["kind"] == "pattern" and q.get("key"))
+            sink_stream(job, DataStream(j_rows), 0, json.loads(micro.sinkLayout(text)))
+            job.sink_used = job.sink_used or "jvm"
+            streams[q["id"]] = [*q["fields"], "ingestTS"]
         return streams

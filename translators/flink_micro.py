@@ -1,12 +1,15 @@
-"""The Flink translation of microbenchmark workloads: Flink SQL where it says the query, Python where not.
+"""The Flink translation of microbenchmark workloads: Flink SQL where it says the query, the kit's Java
+logic in Flink's keyed operators where not, the kit's Python cores on request.
 
 `translate_micro(MicroTranslation)` writes one program per workload (templates/flink_micro.py.j2)
-holding the queries' literals (translators/micro_literal.py) and, for each query Flink SQL can
-express with the exact meaning of specs/SEMANTICS.md, its SQL text; the Flink runtime
-(flink_runtime/micro.py) runs the SQL over the feed's events as a table with event time, and the
-other queries in a keyed Python function, one key per query, with the engine-neutral cores of
-runtime_common (the same code the Spark plan runs). `flink_plan` decides, and says why; the table
-of decisions is in specs/TRANSLATION.md ("Flink").
+holding the queries' literals (translators/micro_literal.py), each query's plan ("sql", "jvm",
+"python") in the plan family run.work, and, for each query planned as Flink SQL (which says it
+with the exact meaning of specs/SEMANTICS.md), its SQL text. The Flink runtime
+(flink_runtime/micro.py) runs the SQL over the feed's events as a table with event time, the
+"jvm" queries as the Java logic (runtime_common/java/cepkit/logic) in a KeyedProcessFunction
+(cepkit.flink.MicroFlink), and the "python" ones in a keyed Python function with the
+engine-neutral cores of runtime_common (the same code the Spark plan runs). `flink_plan` decides,
+and says why; the table of decisions is in specs/TRANSLATION.md ("Microbenchmarks on Flink").
 """
 
 from __future__ import annotations
@@ -23,36 +26,73 @@ EVENTS = "events"           # the view of every event; one view per stream is na
 TABLE = "T"                 # the join table, in memory (J2)
 
 
-def flink_plan(q: dict) -> tuple[str, str]:
-    """("sql" | "python", why) for a query literal."""
+# The plan families run.work names (specs/TRANSLATION.md, "Plan families"); "driver" is Spark's only.
+FAMILIES = ("engine", "operators", "jvm", "python")
+# A query's plans: Flink SQL, the kit's Java logic, the kit's Python logic (flink_runtime/micro.py).
+PLANS = ("sql", "jvm", "python")
+# Where each plan's per-event work runs, in words (the program's doc).
+WHERE = {"sql": "Flink SQL, in Flink's own operators",
+         "jvm": "the kit's Java logic (cepkit.logic) as user code in a Flink KeyedProcessFunction",
+         "python": "Python user code in a keyed PyFlink function (QueryFunction), one key per query"}
+
+
+def flink_plan(q: dict, work: str = "engine") -> tuple[str, str]:
+    """("sql" | "jvm" | "python", why) for a query literal in the plan family `work`."""
     kind = q["kind"]
+    if work not in FAMILIES:
+        raise CepkitError(f"run.work = {work!r}: Flink's plan families are {', '.join(FAMILIES)} "
+                          "(\"driver\" is Spark's only)")
     if kind == "filter":
         return "sql", "a WHERE clause"
-    if kind == "time_window":
-        if any(f not in SQL_AGGREGATES for f, _, _ in q["aggregates"]):
-            return "python", "Flink SQL has no MEDIAN aggregate"
-        return "sql", "a HOP window table function (Flink slices it into panes of the slide itself)"
     if kind == "table_join":
         if q["storage"] == "memory":
             return "sql", "a join with the table loaded into Flink"
         return "python", ("Flink SQL's lookup join needs the JDBC connector, which PyFlink does not ship: "
-                          "one PostgreSQL query per range of events instead")
+                          "one PostgreSQL query per range of events, in Python")
+    if kind not in ("time_window", "pattern", "count_window", "window_join"):
+        raise CepkitError(f"query {q['id']}: no Flink translation for kind {kind}")
+    if work == "python":
+        return "python", f"run.work = \"python\": the kit's Python core ({kind})"
+    if kind == "time_window":
+        if work == "jvm":
+            return "jvm", "run.work = \"jvm\": panes of the slide, the whole stream as one key"
+        if any(f not in SQL_AGGREGATES for f, _, _ in q["aggregates"]):
+            return "jvm", "Flink SQL has no MEDIAN aggregate: panes of the slide, the whole stream as one key"
+        return "sql", "a HOP window table function (Flink slices it into panes of the slide itself)"
     if kind == "pattern":
         if not q.get("key"):
-            return "python", "a pattern without a key would run in one task either way"
-        if q["consumption"] == "all-all":
+            return "jvm", "a pattern without a key: one sequence, the whole stream as one key"
+        if work != "jvm" and q["consumption"] == "all-all":
             return "sql", "an interval self-join: every earlier candidate within the window pairs with the event"
+        if work == "jvm":
+            return "jvm", "run.work = \"jvm\": keyed by the key's value, candidates in Flink keyed state"
         if q["consumption"] == "one-all":
-            return "sql", ("MATCH_RECOGNIZE (A Z*? B) with AFTER MATCH SKIP TO NEXT ROW: each candidate pairs "
-                           "with the first event that completes it")
-        return "python", (f"consumption {q['consumption']}: no MATCH_RECOGNIZE skip strategy consumes the "
-                          "second element's partner")
+            why = ("MATCH_RECOGNIZE (A Z*? B, AFTER MATCH SKIP TO NEXT ROW) pairs the same events but answers "
+                   "only once the watermark passes the trigger, which it never does at the run's last TS")
+        else:
+            why = "no MATCH_RECOGNIZE skip strategy consumes the second element's partner"
+        return "jvm", (f"consumption {q['consumption']}: {why}; keyed by the key's value, candidates in Flink "
+                       "keyed state")
     if kind == "count_window":
-        return "python", ("the window counts the events of the whole stream and groups within it; "
-                          "OVER ROWS windows count per partition")
-    if kind == "window_join":
-        return "python", "count windows on each side; Flink's interval joins are bounded by time, not rows"
-    raise CepkitError(f"query {q['id']}: no Flink translation for kind {kind}")
+        return "jvm", ("the window counts the events of the whole stream and groups within it (OVER ROWS "
+                       "windows count per partition): the whole stream as one key")
+    return "jvm", ("count windows on each side (Flink's interval joins are bounded by time, not rows): the "
+                   "whole stream as one key")
+
+
+def plan_label(q: dict, plan: str) -> str:
+    """A query's plan in a few words (the `started` event's `work`, run.json's plan)."""
+    if plan == "sql":
+        what = {"filter": "WHERE", "time_window": "HOP window", "table_join": "join with the table"}.get(q["kind"])
+        if what is None:
+            what = "interval self-join"
+        return f"Flink SQL ({what})"
+    if plan == "jvm":
+        how = f"keyed by {q['key']}" if q["kind"] == "pattern" and q.get("key") else "one key"
+        return f"Java logic in a KeyedProcessFunction ({how})"
+    if q["kind"] == "table_join":
+        return "Python PostgreSQL lookup in a keyed PyFlink function"
+    return "Python core in a keyed PyFlink function (one key per query)"
 
 
 def _value(v: float) -> str:
@@ -120,40 +160,42 @@ def query_sql(q: dict) -> str:
         first = _cond(q["first"]["where"], lambda f: f"{a1}.`{f}`") + [f"{a1}.`stream` = '{q['first']['stream']}'"]
         second = _cond(q["second"]["where"], lambda f: f"{a2}.`{f}`") + [f"{a2}.`stream` = '{q['second']['stream']}'"]
         key = q["key"]
-        if q["consumption"] == "all-all":
+        if key and q["consumption"] == "all-all":
             conds = ([f"{a1}.`{key}` = {a2}.`{key}`", f"{a2}.rowtime >= {a1}.rowtime",
                       f"{a2}.rowtime < {a1}.rowtime + {_interval(q['within_ms'])}",
                       f"{a1}.`offset` < {a2}.`offset`"] + first + second)
             return (f"{head}, {', '.join(cols)}, {a2}.`TS` AS inputTS, {a2}.ingestTS AS ingestTS "
                     f"FROM {EVENTS} {a1}, {EVENTS} {a2} WHERE {' AND '.join(conds)}")
-        measures = ", ".join(cols + [f"{a2}.`TS` AS inputTS", f"{a2}.ingestTS AS ingestTS"])
-        return (f"{head}, {', '.join('`' + f + '`' for f in q['fields'][:-1])}, inputTS, ingestTS "
-                f"FROM {EVENTS} MATCH_RECOGNIZE (PARTITION BY `{key}` ORDER BY rowtime, `offset` "
-                f"MEASURES {measures} ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
-                f"PATTERN ({a1} z*? {a2}) WITHIN {_interval(q['within_ms'])} "
-                f"DEFINE {a1} AS {' AND '.join(first)}, {a2} AS {' AND '.join(second)})")
     raise CepkitError(f"query {qid}: kind {kind} has no SQL form")
 
 
 def translate_micro(req: MicroTranslation) -> str:
     w = req.workload
+    if req.work not in FAMILIES:
+        raise CepkitError(f"workload {w.name}: run.work = {req.work!r} has no Flink plan (Flink's plan families: "
+                          f"{', '.join(FAMILIES)})")
     literals = [query_literal(q) for q in w.queries]
-    plans = {q["id"]: flink_plan(q) for q in literals}
+    chosen = {q["id"]: flink_plan(q, req.work) for q in literals}
     for q in literals:
         if q["kind"] == "table_join" and q["storage"] == "memory" and req.table_path is None:
             raise CepkitError(f"query {q['id']}: joins table {q['table']} in memory, but no dataset table was given")
-    sql = {q["id"]: query_sql(q) for q in literals if plans[q["id"]][0] == "sql"}
-    lines = [f"{q['id']} ({q['kind']}): {'Flink SQL' if plans[q['id']][0] == 'sql' else 'Python'}, "
-             f"{plans[q['id']][1]}." for q in literals]
+    plans = {qid: plan for qid, (plan, _) in chosen.items()}
+    sql = {q["id"]: query_sql(q) for q in literals if plans[q["id"]] == "sql"}
+    work = {"family": req.work, "queries": {q["id"]: plan_label(q, plans[q["id"]]) for q in literals}}
+    lines = [f"Plan family run.work = \"{req.work}\" (specs/TRANSLATION.md, \"Plan families\"):"]
+    lines += [f"- {plan}: {WHERE[plan]}." for plan in PLANS if plan in plans.values()]
+    lines += [f"{q['id']} ({q['kind']}): {plan_label(q, plans[q['id']])}; {chosen[q['id']][1]}." for q in literals]
     # The events' way in and the answers' way out (flink_runtime/micro.py decides the same way).
-    if len(sql) == len(literals):
+    if all(p != "python" for p in plans.values()):
         lines.append("Events and answers: read and answered in the JVM (flink_runtime/jvm.py: the Java feed "
                      "source and sink, no Python on their way; run.connectors = \"python\" uses the Python "
                      "feed and emitter instead).")
     else:
         lines.append("Events and answers: through the Python feed and emitter (flink_runtime/feed.py, "
-                     "emitter.py): the workload's Python queries read the feed's ranges in Python.")
+                     "emitter.py): the workload's Python queries read the feed's ranges in Python"
+                     + (" (the Java queries read its events exploded into Rows, in feed order, and answer "
+                        "from the JVM)." if "jvm" in plans.values() else "."))
     return render("flink_micro.py.j2", workload=w.name, version=__version__, source_name=req.source_name,
                   source_sha256=req.source_sha256 or "-" * 16, queries=literals, sql=sql, plan_lines=lines,
-                  multi_stream=w.dataset.streams > 1,
+                  plans=plans, work=work, multi_stream=w.dataset.streams > 1,
                   table_path=str(req.table_path) if req.table_path else None)

@@ -18,28 +18,50 @@ def _literal(suite: str, workload: str) -> dict:
     return query_literal(q)
 
 
-@pytest.mark.parametrize("suite, workload, plan", [
-    ("filtering", "filtering-selectivity-5pct", "sql"),
-    ("count-windows", "count-windows-window-sliding-r50-sum", "python"),
-    ("time-windows", "time-windows-rate-q3-range10s-rate500", "sql"),
-    ("time-windows", "time-windows-rate-q4-range10s-rate500", "sql"),
-    ("joins", "joins-j1-window-size-s100", "python"),
-    ("joins", "joins-j2-memory-table-t100", "sql"),
-    ("joins", "joins-j3-database-table-t100", "python"),
-    ("patterns", "patterns-consumption-all-all", "sql"),
-    ("patterns", "patterns-consumption-one-all", "sql"),
-    ("patterns", "patterns-consumption-all-one", "python"),
-    ("patterns", "patterns-consumption-one-one", "python"),
-])
-def test_each_kind_goes_where_specs_translation_says(suite, workload, plan):
-    chosen, why = flink_plan(_literal(suite, workload))
-    assert chosen == plan and why
+# Each kind's plan per family (specs/TRANSLATION.md, "Microbenchmarks on Flink"): engine (= operators),
+# jvm, python.
+PLANS = [
+    ("filtering", "filtering-selectivity-5pct", ("sql", "sql", "sql")),
+    ("count-windows", "count-windows-window-sliding-r50-sum", ("jvm", "jvm", "python")),
+    ("time-windows", "time-windows-rate-q3-range10s-rate500", ("sql", "jvm", "python")),
+    ("time-windows", "time-windows-rate-q4-range10s-rate500", ("sql", "jvm", "python")),
+    ("joins", "joins-j1-window-size-s100", ("jvm", "jvm", "python")),
+    ("joins", "joins-j2-memory-table-t100", ("sql", "sql", "sql")),
+    ("joins", "joins-j3-database-table-t100", ("python", "python", "python")),
+    ("patterns", "patterns-consumption-all-all", ("sql", "jvm", "python")),
+    ("patterns", "patterns-consumption-one-all", ("jvm", "jvm", "python")),
+    ("patterns", "patterns-consumption-all-one", ("jvm", "jvm", "python")),
+    ("patterns", "patterns-consumption-one-one", ("jvm", "jvm", "python")),
+]
 
 
-def test_a_median_window_has_no_sql_aggregate():
-    q = _literal("time-windows", "time-windows-rate-q3-range10s-rate500")
-    q["aggregates"] = [["MEDIAN", "A1", "medA1"]]
-    assert flink_plan(q) == ("python", "Flink SQL has no MEDIAN aggregate")
+@pytest.mark.parametrize("suite, workload, plans", PLANS)
+def test_each_kind_goes_where_specs_translation_says(suite, workload, plans):
+    q = _literal(suite, workload)
+    for work, plan in zip(("engine", "jvm", "python"), plans):
+        chosen, why = flink_plan(q, work)
+        assert chosen == plan and why, (work, chosen, why)
+    assert flink_plan(q, "operators") == flink_plan(q, "engine") == flink_plan(q)
+
+
+def test_a_pattern_without_a_key_and_a_median_window_run_the_java_logic():
+    q = _literal("patterns", "patterns-consumption-all-all")
+    assert flink_plan({**q, "key": None})[0] == "jvm"
+    w = _literal("time-windows", "time-windows-rate-q3-range10s-rate500")
+    w["aggregates"] = [["MEDIAN", "A1", "medA1"]]
+    plan, why = flink_plan(w)
+    assert plan == "jvm" and "no MEDIAN aggregate" in why
+
+
+def test_the_driver_family_is_spark_s_only():
+    with pytest.raises(CepkitError, match="Spark's only"):
+        flink_plan(_literal("filtering", "filtering-selectivity-5pct"), "driver")
+    from translators.flink_micro import translate_micro
+    from translators.request import MicroTranslation
+
+    w = read_suite(suite_path("filtering", quick=True)).workload("filtering-selectivity-5pct")
+    with pytest.raises(CepkitError, match="has no Flink plan"):
+        translate_micro(MicroTranslation(w, work="driver"))
 
 
 def test_a_filter_selects_its_fields_and_keeps_its_conditions():
@@ -61,10 +83,9 @@ def test_patterns_pair_by_key_within_the_window_in_feed_order():
     for part in ("a1.`ID` = a2.`ID`", "a2.rowtime >= a1.rowtime", "a2.rowtime < a1.rowtime + INTERVAL",
                  "a1.`offset` < a2.`offset`", "a2.`A1` > ", "a2.`TS` AS inputTS"):
         assert part in all_all
-    one_all = query_sql(_literal("patterns", "patterns-consumption-one-all"))
-    for part in ("MATCH_RECOGNIZE (PARTITION BY `ID` ORDER BY rowtime, `offset`", "AFTER MATCH SKIP TO NEXT ROW",
-                 "PATTERN (a1 z*? a2) WITHIN INTERVAL '0 00:00:02.000' DAY TO SECOND(3)", "DEFINE a1 AS a1.`stream` = 'S1'"):
-        assert part in one_all
+    # One-all has no SQL plan: MATCH_RECOGNIZE would answer only once the watermark passes the trigger.
+    with pytest.raises(CepkitError, match="no SQL form"):
+        query_sql(_literal("patterns", "patterns-consumption-one-all"))
 
 
 def test_every_quick_query_has_a_flink_plan():
@@ -118,19 +139,47 @@ def test_every_shipped_query_keeps_its_literals_whole_in_the_program():
                         assert " ".join(wrap_sql(sql).split("\n")) == " ".join(sql.split())
 
 
-@pytest.mark.parametrize("suite, workload, jvm", [
-    ("filtering", "filtering-selectivity-5pct", True),
-    ("patterns", "patterns-consumption-all-all", True),
-    ("count-windows", "count-windows-window-sliding-r50-sum", False),
+@pytest.mark.parametrize("suite, workload, work, jvm", [
+    ("filtering", "filtering-selectivity-5pct", "engine", True),
+    ("patterns", "patterns-consumption-all-all", "engine", True),
+    ("count-windows", "count-windows-window-sliding-r50-sum", "engine", True),
+    ("patterns", "patterns-consumption-one-one", "jvm", True),
+    ("count-windows", "count-windows-window-sliding-r50-sum", "python", False),
+    ("joins", "joins-j3-database-table-t100", "engine", False),
 ])
-def test_the_program_says_which_way_its_events_and_answers_go(suite, workload, jvm):
-    """All-SQL workloads read and answer in the JVM (flink_runtime/micro.py jvm_plan decides alike);
-    a workload with a Python query keeps the Python feed and emitter."""
+def test_the_program_says_which_way_its_events_and_answers_go(suite, workload, work, jvm):
+    """Workloads without a Python query read and answer in the JVM (flink_runtime/micro.py jvm_feed
+    decides alike); a workload with one keeps the Python feed and emitter."""
     from translators.flink_micro import translate_micro
     from translators.request import MicroTranslation
 
     w = read_suite(suite_path(suite, quick=True)).workload(workload)
-    text = translate_micro(MicroTranslation(w))
+    text = translate_micro(MicroTranslation(w, work=work))
     head = " ".join(text.split('"""')[1].split())
     assert ("read and answered in the JVM" in head) is jvm
     assert ("through the Python feed and emitter" in head) is (not jvm)
+    assert f'Plan family run.work = "{work}"' in head
+
+
+@pytest.mark.parametrize("work", ["engine", "operators", "jvm", "python"])
+def test_the_program_names_each_query_s_plan_and_where_it_runs(work, tmp_path):
+    """PLANS and WORK in the program: each query's plan, and the family and every query's plan in
+    words, which the program's `started` event carries (run.json's plan)."""
+    from tests.cepkit_app.test_micro_e2e import every_kind
+    from tests.helpers import program_literals
+    from translators.flink_micro import translate_micro
+    from translators.request import MicroTranslation
+
+    w = every_kind()
+    path = tmp_path / "program.py"
+    path.write_text(translate_micro(MicroTranslation(w, tmp_path / "T.parquet", work=work)))
+    text = path.read_text()
+    literals = program_literals(path)
+    plans = {q.id: flink_plan(query_literal(q), work)[0] for q in w.queries}
+    assert literals["PLANS"] == plans
+    assert set(literals["SQL"]) == {qid for qid, p in plans.items() if p == "sql"}
+    assert literals["WORK"]["family"] == work and set(literals["WORK"]["queries"]) == set(plans)
+    words = {"sql": "Flink SQL", "jvm": "Java logic in a KeyedProcessFunction", "python": "Python "}
+    for qid, plan in plans.items():
+        assert literals["WORK"]["queries"][qid].startswith(words[plan]), (qid, literals["WORK"]["queries"][qid])
+    assert f'Plan family run.work = "{work}"' in text
