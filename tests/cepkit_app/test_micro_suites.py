@@ -58,7 +58,7 @@ def _kind_params():
 
 
 # Flink plans patterns by consumption policy (specs/TRANSLATION.md): the first pattern workload
-# (all-all) is SQL's interval join; these are its MATCH_RECOGNIZE and its Python core.
+# (all-all) is SQL's interval join; these two run the Java logic (one-all and one-one).
 FLINK_EXTRA = [pytest.param("Q7", "patterns", w, id=f"Q7-{w.rsplit('-', 2)[-2]}-{w.rsplit('-', 1)[-1]}",
                             marks=[pytest.mark.flink, pytest.mark.slow])
                for w in ("patterns-consumption-one-all", "patterns-consumption-one-one")]
