@@ -49,7 +49,6 @@ steps is up to ~1.5 hours on top of the rest; a short try:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -69,7 +68,7 @@ from kit.atomic import atomic_write, check_parent
 from kit.config import load_config
 from kit.engines import engine_list
 from kit.errors import CepkitError
-from kit.jsonfile import read_json_object
+from kit.jsonfile import dumps_json, read_json_object
 from kit.shipped import SUITE_NAMES, suite_path
 from kit.workload import read_suite
 from validator.compare_page import write_comparison
@@ -343,7 +342,7 @@ class Recorder:
     def add(self, point: dict) -> None:
         self.points.append(point)
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(point, default=str) + "\n")
+            fh.write(dumps_json(point, indent=None))
         if point["bench"] == "sustainable":
             print(f"  {point_name(point)} on {point['engine']}: {sustainable_cell(point)} ev/s, "
                   f"confirmed {confirmed_cell(point)}, {point.get('steps', '–')} steps", file=sys.stderr, flush=True)

@@ -39,12 +39,12 @@ goes through in about a second) gets no shares and no verdict.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
+from kit.jsonfile import dumps_json
 from validator.flink_metrics import EVENT, Breakdown, describe, read_events, run_start_of, summarize
 
 LOG = Path("logs") / "engine.stdout.jsonl"
@@ -182,7 +182,7 @@ def main() -> int:
                 draw(b, title, out_dir / name)
                 print(f"chart: {out_dir / name}", file=sys.stderr)
     if args.json:
-        print(json.dumps(docs, indent=1))
+        print(dumps_json(docs, indent=1), end="")
     if not found:
         print("no Flink metrics found", file=sys.stderr)
         return 1

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import psutil
 
+from kit.jsonfile import dumps_json
+
 DEFAULT_FOCUS = ("cepkit.", "org.apache.spark.sql.execution.streaming.state.",
                  "org.apache.spark.shuffle.streaming.")
 
@@ -149,7 +151,7 @@ def main(argv=None) -> int:
     print_summary(summary)
     if args.out is not None:
         tmp = args.out / "summary.json.tmp"
-        tmp.write_text(json.dumps({"jfr": str(jfr), **summary}, indent=1), encoding="utf-8")
+        tmp.write_text(dumps_json({"jfr": str(jfr), **summary}, indent=1), encoding="utf-8")
         tmp.replace(args.out / "summary.json")
         print(f"\nsummary: {args.out / 'summary.json'}")
     return 0

@@ -54,7 +54,7 @@ from kit.atomic import atomic_write
 from kit.config import PLANS, load_config
 from kit.engines import engine_name
 from kit.errors import CepkitError
-from kit.jsonfile import read_json_object
+from kit.jsonfile import dumps_json, read_json_object
 from kit.manifest import load_manifest
 from kit.paths import fresh_path
 from kit.profiles import RateProfile
@@ -295,7 +295,7 @@ def main() -> int:
             row = one_run(args.overrides, sf, plan, runs, limit, engine) if repeat == 1 else \
                 repeated_run(args.overrides, sf, plan, runs, limit, engine, repeat)
             rows.append(row)
-            atomic_write(runs / "points.jsonl", "".join(json.dumps(r) + "\n" for r in rows), overwrite=True)
+            atomic_write(runs / "points.jsonl", "".join(dumps_json(r, indent=None) for r in rows), overwrite=True)
             points = [SweepPoint.from_dict(r) for r in included + rows]
             page = write_sweep_page(points, runs, title=sweep_title(included + rows), notes=notes)
             print_table(included + rows)

@@ -73,6 +73,7 @@ from kit.atomic import atomic_write, check_parent
 from kit.config import load_config
 from kit.engines import engine_list
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from kit.shipped import suite_path
 from kit.workload import Workload, read_suite
 
@@ -327,7 +328,7 @@ def main() -> int:
                                    args.overrides, args.master, kind)
                 points.append(point)
                 with open(runs / "sustainable_compare.jsonl", "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(point, default=str) + "\n")
+                    fh.write(dumps_json(point, indent=None))
                 print(f"  {workload.name} on {engine}: {sustainable_cell(point)} ev/s, "
                       f"{point.get('steps', '–')} steps, confirmed {confirmed_cell(point)}", file=sys.stderr,
                       flush=True)
@@ -397,7 +398,7 @@ def record_figures(path: Path, points: list[dict], command: str, args) -> None:
                      if (p["workload"], p["engine"], p.get("trigger"), p.get("family", "legacy")) not in keep]
     doc["points"] += [{**p, **provenance} for p in points]
     # The file is a record that grows: it is replaced whole (atomically), never left half-written.
-    atomic_write(path, json.dumps(doc, indent=1, default=str) + "\n", overwrite=True)
+    atomic_write(path, dumps_json(doc, indent=1), overwrite=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from harness.engine_process import last_error_line
 from harness.runtime_archive import package_dir
 from kit.atomic import atomic_write, check_parent
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -227,7 +228,7 @@ def _start_spark(spec: ClusterSpec, *, timeout_s: float) -> ClusterInfo:
               missing_log, deadline)
         info = ClusterInfo(directory, master_url, webui_url, spec.host, master_pid, tuple(pids)[1:], master_log,
                            worker_logs, started_ms, token=token)
-        atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
+        atomic_write(directory / STATE_FILE, dumps_json(info.to_dict()), overwrite=True)
     except BaseException:
         _shut_down(_processes([pid for pid in pids if pid != master_pid]),
                    _processes([master_pid] if master_pid else []), token)

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from kit.errors import CepkitError
+from kit.inputs import read_input_bytes
 
 CREDENTIALS_DIR = "credentials"
 SPARK_DEFAULTS = "spark-defaults.conf"
@@ -181,7 +182,11 @@ def check_credentials(directory: str | os.PathLike, engine: str) -> Path:
             raise CepkitError(f"run.cluster_credentials: {file}: holds a secret but is mode "
                               f"{stat.S_IMODE(st.st_mode):04o}: make it 0600 (chmod 600)")
     key = "spark.authenticate.secret" if engine == "spark" else "security.ssl.rest.keystore-password"
-    if key not in (path / needs[0]).read_text(encoding="utf-8", errors="replace"):
+    try:
+        settings = read_input_bytes(path / needs[0], "secret", what="a settings file").decode("utf-8", "replace")
+    except CepkitError as e:
+        raise CepkitError(f"run.cluster_credentials: {e}") from None
+    if key not in settings:
         raise CepkitError(f"run.cluster_credentials: {path / needs[0]}: sets no {key}")
     return path
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kit.config import memory_mib
 from kit.errors import CepkitError, at
-from kit.jsonfile import read_json_object
+from kit.jsonfile import read_document
 
 KIND, SCHEMA_VERSION, STATE_FILE = "cepkit.cluster", 1, "cluster.json"
 # The engines a cluster can be started for, and their master URLs' schemes (a cluster.json without
@@ -154,4 +154,4 @@ def read_cluster_info(directory: str | os.PathLike) -> ClusterInfo | None:
     path = Path(directory) / STATE_FILE
     if not path.exists():
         return None
-    return ClusterInfo.from_dict(read_json_object(path, what="a cluster file"), Path(directory), path)
+    return ClusterInfo.from_dict(read_document(path, KIND, SCHEMA_VERSION, what="a cluster file"), Path(directory), path)

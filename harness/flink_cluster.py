@@ -63,6 +63,7 @@ from harness.cluster_spec import STATE_FILE, ClusterInfo, ClusterSpec
 from harness.fault_injection import TASKMANAGER_JVM, taskmanager_jvms
 from kit.atomic import atomic_write, check_parent
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from kit.tls import rest_base, urlopen
 
 JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
@@ -287,7 +288,7 @@ def start_flink_cluster(spec: ClusterSpec, *, timeout_s: float = START_TIMEOUT_S
               "Flink TaskManagers", lambda: next((log for log in tm_logs if not _registered(log)), jm_log), deadline)
         info = ClusterInfo(directory, master_url, rest_url, spec.host, jm_pid, tuple(pids)[1:], jm_log, tm_logs,
                            started_ms, "flink", token)
-        atomic_write(directory / STATE_FILE, json.dumps(info.to_dict(), indent=2) + "\n", overwrite=True)
+        atomic_write(directory / STATE_FILE, dumps_json(info.to_dict()), overwrite=True)
     except BaseException:
         keepers = _processes([pid for pid in pids if pid != jm_pid])
         _shut_down(keepers + taskmanager_jvms(master_url), _processes([jm_pid] if jm_pid else []), token)

@@ -33,6 +33,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kit.errors import CepkitError
+from kit.inputs import read_input_bytes
 
 DB_USER = "cepkit"
 DB_NAME = "cepkit"
@@ -184,13 +185,18 @@ def read_database_dsn(setting: str) -> str:
         return value
     path = Path(setting).expanduser()
     try:
+        # kit.inputs: a regular file only (a FIFO would block, /dev/zero never end), read capped.
+        raw = read_input_bytes(path, "secret", what="a DSN file", missing="No such file or directory")
         st = path.stat()
-        if st.st_mode & 0o077:
-            raise CepkitError(f"run.database_dsn: {path}: holds a password but is mode {st.st_mode & 0o777:04o}: "
-                              "make it 0600 (chmod 600)")
-        lines = path.read_text(encoding="utf-8").strip().splitlines()
+    except CepkitError as e:
+        raise CepkitError(f"run.database_dsn: {e}") from None
     except OSError as e:
         raise CepkitError(f"run.database_dsn: {path}: {e.strerror or e}") from None
+    if st.st_mode & 0o077:
+        raise CepkitError(f"run.database_dsn: {path}: holds a password but is mode {st.st_mode & 0o777:04o}: "
+                          "make it 0600 (chmod 600)")
+    try:
+        lines = raw.decode("utf-8").strip().splitlines()
     except UnicodeDecodeError:
         raise CepkitError(f"run.database_dsn: {path}: not UTF-8 text") from None
     if not lines or not lines[0].strip():

@@ -5,7 +5,6 @@ half-started run: whatever ran is cleaned up and recorded.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from harness.bound import judge
 from harness.engine_process import TERM_WAIT_S
 from harness.run_spec import EngineRunResult
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 
 FEED_GONE_TERM_WAIT_S = 3.0     # SIGTERM, then the whole tree killed: the feed cannot serve a batch's end
 
@@ -30,7 +30,9 @@ def finish_run(run) -> EngineRunResult:
 
 
 def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    """A record of the run directory (run.json, driver.json, ...), by the kit's one JSON writer:
+    a figure that is not a number (a mean over no samples) is null, which every reader takes."""
+    path.write_text(dumps_json(data))
 
 
 def _round(x: float | None) -> float | None:

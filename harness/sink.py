@@ -17,7 +17,6 @@ The sink runs in the harness process; it imports no pyspark.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from kit.jsonfile import dumps_json
 from kit.wire.auth import AUTH_TIMEOUT_S
 from kit.wire.protocol import BadRequestError, decode_table
 from kit.wire.sink_client import SinkError
@@ -391,7 +391,7 @@ class SinkServer:
             log["faults"] = [dict(f) for f in faults]
         path = self.out_dir / LOG_NAME
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(log, indent=2) + "\n")
+        tmp.write_text(dumps_json(log))
         tmp.replace(path)
         return path
 

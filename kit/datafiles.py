@@ -171,6 +171,26 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def read_data_table(path: Path, fmt: str, **options):
+    """A whole data file (Parquet or CSV) as a pyarrow Table; every way it cannot be read is one
+    line naming the file: pyarrow's errors, and column names that are not UTF-8, which pyarrow
+    decodes only when they are first asked for (a traceback, later, far from the read)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    what = "Parquet" if fmt == "parquet" else "CSV"
+    try:
+        table = pq.read_table(path, **options) if fmt == "parquet" else pacsv.read_csv(path, **options)
+        table.column_names       # decoded here, inside the try
+    except UnicodeDecodeError as e:
+        raise at(path, 1 if fmt == "csv" else None,
+                 f"cannot read as {what}: a column name is not UTF-8 text ({e.reason})") from None
+    except (pa.ArrowException, OSError) as e:
+        raise at(path, None, f"cannot read as {what}: {first_line(e)}") from None
+    return table
+
+
 def csv_header(path: Path) -> list[str]:
     """The column names on a CSV data file's first line; an unreadable one is one line naming it."""
     import csv

@@ -36,6 +36,7 @@ LIMITS: dict[str, int] = {
     "output-log": 64 * MiB,     # an output log's output-log.json
     "run": 16 * MiB,            # the harness's run.json
     "json": 64 * MiB,           # any other JSON document (summaries, comparisons, cluster files)
+    "secret": 64 * KiB,         # a DSN file (run.database_dsn), a cluster's client settings (credentials/)
 }
 
 _CHUNK = 1 * MiB

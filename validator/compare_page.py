@@ -27,7 +27,6 @@ prints). The pages' look is the Pairs report's (validator.report_page, validator
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from datetime import datetime, timezone
@@ -38,6 +37,7 @@ import numpy as np
 
 from kit.atomic import StagedDir
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from validator import plots
 from validator.compare_runs import RunResult, Series, UnitResult, grouped_results, read_run, repeat_results, run_kind
 from validator.report_page import _jsonable, data_uri, environment
@@ -70,7 +70,7 @@ def write_comparison(run_dirs: Sequence[Path], out_dir: Path, spread: bool = Fal
                 u["figure"] = f"figures/unit-{i + 1:02d}.png"
                 plot_unit(tmp / u["figure"], u["name"], columns, u["series"])
         doc = _document(runs, columns, units, notes, generated)
-        (tmp / DOC).write_text(json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / DOC).write_text(dumps_json(_jsonable(doc)), encoding="utf-8")
         page = environment().get_template(TEMPLATE).render(
             title=f"{' vs '.join(dict.fromkeys(r.engine for r in runs))}: {TITLES[runs[0].mode]}",
             generated=generated, runs=doc["runs"], units=[dict(u, src=data_uri(tmp / u["figure"]) if u["figure"]

@@ -36,18 +36,18 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
+from kit.config import read_config_document
+from kit.datafiles import read_data_table
 from kit.errors import CepkitError, at
-from kit.inputs import read_input_bytes, require_regular
-from kit.jsonfile import read_json_object
+from kit.inputs import require_regular
+from kit.jsonfile import read_document
 from kit.outputlog import ARRIVAL_TS
 from kit.workload import INPUT_TS, read_suite
 from validator.latency import LatencyStats, Pscore, event_time_latency_ms, latency_stats, per_second_series
@@ -171,12 +171,7 @@ def run_kind(path: Path) -> str:
 
 def _config(run: Path) -> dict:
     path = run / "config.toml"
-    raw = read_input_bytes(path, "config", what="a config file",
-                           missing="not found: every run directory holds its resolved config")
-    try:
-        return tomllib.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise at(path, None, f"cannot read: {e}") from None
+    return read_config_document(path, missing="not found: every run directory holds its resolved config")
 
 
 def read_run(path: str | Path) -> RunResult:
@@ -194,10 +189,8 @@ def read_run(path: str | Path) -> RunResult:
 
 def engine_record(path: Path) -> dict:
     """The harness's run.json, checked for what the comparison reads."""
-    doc = read_json_object(path, missing="not found: the harness writes it at the end of every engine run",
-                           what="an engine run record", kind="run")
-    if doc.get("kind") != ENGINE_RUN_KIND:
-        raise at(path, "kind", f"expected {ENGINE_RUN_KIND!r}, got {doc.get('kind')!r}")
+    doc = read_document(path, ENGINE_RUN_KIND, 1, missing="not found: the harness writes it at the end of every engine run",
+                        what="an engine run record", cap="run")
     _get(doc, "status", path, "text", required=True)
     for key in ("resources.peak_rss_bytes", "resources.mean_cpu_percent", "timings.duration_s",
                 "timings.run_start_wall_ms", "events.released", "events.total"):
@@ -299,10 +292,7 @@ def _series(engine_dir: Path, rec: dict | None, log: OutputLog | None, notes: li
 def _backlog(path: Path) -> pd.DataFrame:
     """backlog.csv's samples (cumulative released and pulled counts), in time order."""
     require_regular(path, what="a CSV file")
-    try:
-        table = pacsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CepkitError(f"{path}: cannot read: {str(e).splitlines()[0] if str(e) else e}") from None
+    table = read_data_table(path, "csv")
     for col in BACKLOG_COLUMNS:
         kind = table.column(col).type if col in table.column_names else None
         if kind is None or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
@@ -328,9 +318,7 @@ def _rates(path: Path, start: float | None) -> pd.DataFrame | None:
 # -- Pairs -------------------------------------------------------------------------------------
 
 def _pairs_summary(path: Path) -> tuple[str, dict[str, LatencyStats], Pscore | None]:
-    doc = read_json_object(path, missing="not found", what="a validation summary")
-    if doc.get("kind") != PAIRS_SUMMARY_KIND:
-        raise at(path, "kind", f"expected {PAIRS_SUMMARY_KIND!r}, got {doc.get('kind')!r}")
+    doc = read_document(path, PAIRS_SUMMARY_KIND, 1, what="a validation summary")
     verdict = _get(doc, "verdict", path, "text", required=True)
     if verdict not in VERDICTS:
         raise at(path, "verdict", f"expected one of {', '.join(VERDICTS)}, got {verdict!r}")
@@ -442,9 +430,7 @@ def _micro_latency(unit: UnitResult, row: dict, log: OutputLog | None, path: Pat
 
 def _read_micro(run: Path, engine: str) -> RunResult:
     path = run / "summary.json"
-    doc = read_json_object(path, missing="not found", what="a microbenchmark suite summary")
-    if doc.get("kind") != MICRO_SUMMARY_KIND:
-        raise at(path, "kind", f"expected {MICRO_SUMMARY_KIND!r}, got {doc.get('kind')!r}")
+    doc = read_document(path, MICRO_SUMMARY_KIND, 1, what="a microbenchmark suite summary")
     mode = _get(doc, "mode", path, "text", required=True)
     if mode not in ("fixed-rate", "sustainable"):
         raise at(path, "mode", f"expected fixed-rate or sustainable, got {mode!r}")
@@ -500,10 +486,8 @@ def read_search(row: dict, wdir: Path, path: Path, prefix: str) -> tuple[Path, l
             raise at(path, prefix + "repeat.search_dir", f"expected a directory inside {wdir}, got {where!r}")
         sdir = wdir / where
     search_path = sdir / "search.json"
-    search = read_json_object(search_path, missing="not found: a sustainable search writes it when it ends",
-                              what="a sustainable-throughput search")
-    if search.get("kind") != SEARCH_KIND:
-        raise at(search_path, "kind", f"expected {SEARCH_KIND!r}, got {search.get('kind')!r}")
+    search = read_document(search_path, SEARCH_KIND, 1, missing="not found: a sustainable search writes it when it ends",
+                           what="a sustainable-throughput search")
     steps = search.get("steps")
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         raise at(search_path, "steps", "expected a list of step objects")
@@ -790,12 +774,8 @@ def read_repeat(path: str | Path) -> RepeatRecord:
     p = Path(path)
     doc_path = p / REPEAT_DOC if p.is_dir() else p
     base = doc_path.parent
-    doc = read_json_object(doc_path, missing="not found: `cepkit pairs --repeat` writes it",
-                           what="a repetition summary")
-    if doc.get("kind") != REPEAT_KIND:
-        raise at(doc_path, "kind", f"expected {REPEAT_KIND!r}, got {doc.get('kind')!r}")
-    if doc.get("schema_version") != REPEAT_SCHEMA_VERSION:
-        raise at(doc_path, "schema_version", f"expected {REPEAT_SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
+    doc = read_document(doc_path, REPEAT_KIND, REPEAT_SCHEMA_VERSION, missing="not found: `cepkit pairs --repeat` writes it",
+                        what="a repetition summary")
     benchmark = _get(doc, "benchmark", doc_path, "text", required=True)
     if benchmark != "pairs":
         raise at(doc_path, "benchmark", f"expected 'pairs', got {benchmark!r}")

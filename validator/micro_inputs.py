@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
+from kit.datafiles import read_data_table
 from kit.errors import at
 from kit.manifest import DataFile, read_manifest
 from kit.workload import Comparison
@@ -32,11 +31,7 @@ INTEGER_COLUMNS = ("ID", "TS")
 def _read(f: DataFile, fmt: str, prefix: str, required: tuple[str, ...]) -> pd.DataFrame:
     """One file: `required` columns present, integers (ID, TS) or numbers (`prefix`N), no nulls."""
     path = f.path
-    try:
-        table = pq.read_table(path) if fmt == "parquet" else pacsv.read_csv(path)
-    except (pa.ArrowException, OSError) as e:
-        raise at(path, None, f"cannot read as {fmt}: {str(e).strip().splitlines()[0] if str(e).strip() else e}") \
-            from None
+    table = read_data_table(path, fmt)
     for col in required:
         if col not in table.column_names:
             raise at(path, col, f"missing column (the file has {', '.join(table.column_names) or 'none'})")

@@ -25,7 +25,6 @@ figure is left out, so a partly failed suite still gets its report.
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from kit.errors import CepkitError
+from kit.jsonfile import read_json_object
 from kit.outputlog import ARRIVAL_TS
 from kit.profiles import RateProfile
 from kit.workload import INPUT_TS
@@ -170,8 +170,8 @@ def _facts(p: WorkloadPoint) -> tuple[str | None, str | None]:
     if (p.plan is not None and p.bound is not None) or p.engine_dir is None:
         return p.plan, p.bound
     try:
-        run = json.loads((p.engine_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        run = read_json_object(p.engine_dir / "run.json", kind="run")
+    except CepkitError:
         run = None
     plan, bound = run_record_facts(run)
     return p.plan or plan, p.bound or bound

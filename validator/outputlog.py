@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from kit.datafiles import read_data_table
 from kit.errors import CepkitError, at
 from kit.faults import LOGGED_KINDS
 from kit.inputs import require_regular
@@ -223,10 +224,7 @@ def read_resources(path: str | Path) -> pd.DataFrame | None:
     if not csv_path.exists():
         return None
     require_regular(csv_path, what="a CSV file")
-    try:
-        table = pacsv.read_csv(csv_path)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CepkitError(f"{csv_path}: cannot read: {_first_line(e)}") from None
+    table = read_data_table(csv_path, "csv")
     for col in RESOURCE_COLUMNS:
         if col not in table.column_names:
             raise at(csv_path, 1, f"missing column {col!r} (has {', '.join(table.column_names)})")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
+from kit.jsonfile import read_json_object
 from kit.manifest import Manifest, read_manifest
 from kit.profiles import RateProfile, profile_from_dict, whole_run_profile
 from kit.records import INDICATOR, MARKET_ORDER
@@ -114,12 +115,10 @@ def run_profile(manifest: dict, clocks: Clocks | None, outputs, measure_ms=(None
 def _run_record(path: Path) -> dict | None:
     """The engine run's run.json beside its output log, for what it records of the run (plan, what
     bounded it); None where there is none (an external engine's log) or it cannot be read."""
-    import json
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json_object(path, kind="run")
+    except CepkitError:
         return None
-    return doc if isinstance(doc, dict) else None
 
 
 def validate_pairs(v: PairsValidation) -> PairsOutcome:

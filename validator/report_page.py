@@ -15,7 +15,6 @@ derived here, when the page is drawn, and written nowhere else.
 from __future__ import annotations
 
 import base64
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import CepkitError
-from kit.jsonfile import read_json_object
+from kit.jsonfile import dumps_json, read_document
 from kit.profiles import RateProfile
 from validator import health_plots, plots
 from validator.adaptivity import AdaptivityMetrics
@@ -175,9 +174,8 @@ def run_record_facts(run: Mapping | None) -> tuple[str | None, str | None]:
 def pscore_lines_from_summary(path: str | Path) -> tuple[str, ...]:
     """`pscore_lines` of the validation whose summary.json is `path` (what `cepkit pairs` prints)."""
     path = Path(path)
-    data = read_json_object(path, missing="cannot read the validation summary: not found", what="a validation summary")
-    if data.get("kind") != SUMMARY_KIND:
-        raise CepkitError(f"{path}: kind: not a {SUMMARY_KIND} file")
+    data = read_document(path, SUMMARY_KIND, SUMMARY_VERSION, what="a validation summary",
+                         missing="cannot read the validation summary: not found")
     if data.get("pscore") is None:
         note = str((data.get("run") or {}).get("pscore", ""))
         return pscore_lines(None, note.removeprefix("not computed: ") or None)
@@ -200,7 +198,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path) -> Path:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     summary = _summary(inputs, figures, generated)
     summary["health"] = None if health is None else {**_jsonable(inputs.health.to_dict()), "figure": health["file"]}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    (out / "summary.json").write_text(dumps_json(summary))
     page = environment().get_template(TEMPLATE).render(
         title=inputs.title, verdict=inputs.verdict, generated=generated, banner=_banner(inputs),
         cards=_cards(inputs), run_info=[(str(k), cell_text(v)) for k, v in inputs.run_info.items()],

@@ -23,7 +23,6 @@ the range (specs/VALIDATION.md, "Repetitions"). Such a point is valid only when 
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 from dataclasses import asdict, dataclass, fields
@@ -36,6 +35,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from kit.atomic import atomic_write
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from validator import plots
 from validator.report_page import data_uri, environment
 
@@ -124,9 +124,9 @@ def write_sweep_page(points: Sequence[SweepPoint], out_dir: str | Path, title: s
         for f in figures:
             f["src"] = data_uri(Path(tmp) / f["file"])
             atomic_write(out / f["file"], (Path(tmp) / f["file"]).read_bytes(), overwrite=True)
-    atomic_write(out / "sweep.json", json.dumps({"kind": "cepkit.pairs-sweep", "schema_version": 1,
-                                                 "generated": generated,
-                                                 "points": [asdict(p) for p in ordered]}, indent=2) + "\n",
+    atomic_write(out / "sweep.json", dumps_json({"kind": "cepkit.pairs-sweep", "schema_version": 1,
+                                                "generated": generated,
+                                                "points": [asdict(p) for p in ordered]}),
                  overwrite=True)
     page = environment().get_template(TEMPLATE).render(
         title=title, generated=generated, notes=list(notes), best=_best(ordered),

@@ -35,7 +35,6 @@ thesis's parameters) or a search that did not confirm its rate is drawn hollow a
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -49,7 +48,7 @@ from matplotlib.figure import Figure
 
 from kit.atomic import StagedDir
 from kit.errors import CepkitError
-from kit.jsonfile import read_json_object
+from kit.jsonfile import dumps_json, read_document, read_json_object
 from kit.workload import read_suite
 from validator import plots
 from validator.compare_runs import (REPEAT_DOC, RunFigures, _config, _get, lowest_failing_eps, pairs_figures,
@@ -251,9 +250,8 @@ def read_micro_points(paths: Sequence[str | Path]) -> tuple[MicroPoint, ...]:
     for p in paths:
         run = Path(p)
         summary = run / "summary.json"
-        doc = read_json_object(summary, missing="not a micro suite run: no summary.json", what="a micro summary")
-        if doc.get("kind") != "cepkit.micro-summary":
-            raise CepkitError(f"{summary}: kind: not a cepkit.micro-summary")
+        doc = read_document(summary, "cepkit.micro-summary", 1, missing="not a micro suite run: no summary.json",
+                            what="a micro summary")
         if doc.get("mode") != "sustainable":
             raise CepkitError(f"{summary}: mode: {doc.get('mode')!r}, not a --sustainable run")
         engine = _get(_config(run), "run.engine", run / "config.toml", "text") or "spark"
@@ -292,11 +290,8 @@ def read_kept_page(path: str | Path) -> ThesisInputs:
     results.json, to carry over to a new page (ThesisInputs.keeping)."""
     path = Path(path)
     where = path / "results.json" if path.is_dir() else path
-    doc = read_json_object(where, missing="no results page here: no results.json", what="a results page")
-    if doc.get("kind") != KIND:
-        raise CepkitError(f"{where}: kind: {doc.get('kind')!r}, not {KIND}")
-    if doc.get("schema_version") not in (1, SCHEMA_VERSION):
-        raise CepkitError(f"{where}: schema_version: {doc.get('schema_version')!r}, not 1 or {SCHEMA_VERSION}")
+    doc = read_document(where, KIND, (1, SCHEMA_VERSION), missing="no results page here: no results.json",
+                        what="a results page")
     try:
         pairs = tuple(PairsRow(r["engine"], int(r["sf"]), r["profile"],
                                tuple(_kept_run(run) for run in r["runs"]), r["source"])
@@ -573,7 +568,7 @@ def write_thesis_page(inputs: ThesisInputs, out_dir: str | Path) -> Path:
         doc = {"kind": KIND, "schema_version": SCHEMA_VERSION, "generated": generated,
                "table_7_1": table, "pairs": [r.to_dict() for r in inputs.pairs], "micro": micro, "details": details,
                "figures": [f["file"] for f in figures], "notes": list(inputs.notes)}
-        (tmp / "results.json").write_text(json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n",
+        (tmp / "results.json").write_text(dumps_json(_jsonable(doc)),
                                           encoding="utf-8")
         (tmp / "results.md").write_text(markdown(table, micro, details), encoding="utf-8")
         page = environment().get_template("thesis.html.j2").render(

@@ -72,6 +72,7 @@ def _show(rows, title: str) -> None:
 
 
 def run_pairs(args: argparse.Namespace) -> int:
+    from kit.config import INT64_MAX
     from kit.errors import CepkitError
     from kit.paths import output_path, path_option
     from kit.workload import load_aux
@@ -81,8 +82,8 @@ def run_pairs(args: argparse.Namespace) -> int:
     config = command_config(args)
     aux = load_aux(args.aux)
     seed = args.seed if args.seed is not None else (aux.seed if aux.seed is not None else config.pairs.seed)
-    if seed < 0:
-        raise CepkitError(f"--seed must be >= 0, got {seed}")
+    if not 0 <= seed <= INT64_MAX:      # the strategies file's seed is an xs:long
+        raise CepkitError(f"--seed must be in 0..{INT64_MAX}, got {seed}")
     out = output_path(args.out, Path(config.paths.querygen_dir), default_strategies_name(aux, seed))
     count = args.count if args.count is not None else config.pairs.strategies
     _show([write_strategies(aux, seed, out, count)], "querygen pairs: wrote")

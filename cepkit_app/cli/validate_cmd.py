@@ -227,6 +227,6 @@ def _check_log_clocks(log: Path, manifest) -> None:
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    import json
+    from kit.jsonfile import dumps_json
 
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    path.write_text(dumps_json(doc), encoding="utf-8")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import socket
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from harness.engine_run import run_engine
 from harness.postgres import PostgresServer, jdbc_driver_jar, load_table, own_database, read_database_dsn
 from kit.config import Config, with_settings, write_config
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from kit.profiles import profile_from_dict
 from kit.workload import (Suite, TableJoin, TimeWindowAggregation, TwoLevelAggregation, Workload, output_schema,
                           write_spec)
@@ -138,7 +138,7 @@ def run_workload(req: MicroSuiteRequest, workload: Workload, wdir: Path, stage: 
         adaptivity = outcome.adaptivity.to_dict() if outcome.adaptivity else None
         if outcome.adaptivity_note:
             stage(f"{workload.name}: no adaptivity metrics: {outcome.adaptivity_note}")
-        (wdir / "validation.json").write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
+        (wdir / "validation.json").write_text(dumps_json(outcome.to_dict()))
         verdict = outcome.verdict
         text = format_text_report(tuple(q.comparison for q in outcome.queries))
         stats = latency_stats(latencies)

@@ -12,7 +12,6 @@ found rates and their spread.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from cepkit_app.pipelines.sustainable import RepeatedSearch
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from kit.manifest import load_manifest
 from kit.workload import Suite
 from validator.adaptivity import AdaptivityMetrics
@@ -131,7 +131,7 @@ def write_summary(suite: Suite, results: list, run: Path) -> None:
     if repeats:
         data["repeat"] = max(repeats)
     tmp = run / ".summary.json.tmp"
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.write_text(dumps_json(data))
     tmp.replace(run / "summary.json")
     (run / "summary.md").write_text((search_table(results) if searched else summary_table(results)) + "\n")
 

@@ -27,7 +27,6 @@ prints.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Callable, Sequence
 
 from kit.atomic import atomic_write, check_parent
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json
 from validator.compare_runs import REPEAT_DOC, REPEAT_KIND, REPEAT_SCHEMA_VERSION, Spread, pairs_figures, spreads
 from validator.order_stats import Percentile, percentile_text
 
@@ -172,7 +172,7 @@ def write_repeat_summary(plan: RepeatPlan, done: Sequence[tuple[str, int, Path]]
     """Write repeat.json and repeat.md into the repetition directory, atomically (each replaces
     the previous summary of fewer runs); returns the document."""
     doc = repeat_document(plan, done, generated)
-    atomic_write(Path(plan.parent) / REPEAT_DOC, json.dumps(doc, indent=2, allow_nan=False) + "\n", overwrite=True)
+    atomic_write(Path(plan.parent) / REPEAT_DOC, dumps_json(doc), overwrite=True)
     atomic_write(Path(plan.parent) / SUMMARY_MD, f"# Repeated Pairs runs\n\n{repeat_text(doc)}", overwrite=True)
     return doc
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import Callable
 
 from harness.bound import judge
 from kit.errors import CepkitError
+from kit.jsonfile import dumps_json, read_json_object
 from kit.workload import Load, Workload
 
 Stage = Callable[[str], None]
@@ -159,19 +159,19 @@ class SearchResult:
 def events_pulled(engine_dir: Path) -> int | None:
     """How many events the engine read from the feed in the run (None: the run left no record)."""
     try:
-        return int(json.loads((engine_dir / "logs" / "driver.json").read_text())["pulled"])
-    except (OSError, KeyError, ValueError, TypeError):
+        return int(read_json_object(engine_dir / "logs" / "driver.json")["pulled"])
+    except (CepkitError, KeyError, ValueError, TypeError):
         return None
 
 
 def tail_backlog(engine_dir: Path, tail_fraction: float) -> int | None:
     """Largest backlog sampled in the last `tail_fraction` of the release interval."""
     try:
-        run = json.loads((engine_dir / "run.json").read_text())
+        run = read_json_object(engine_dir / "run.json", kind="run")
         start, end = run["timings"]["run_start_wall_ms"], run["timings"].get("driver_finished_ms")
         with open(engine_dir / "metrics" / "backlog.csv", newline="") as fh:
             rows = [(int(r["ts_ms"]), int(r["backlog"])) for r in csv.DictReader(fh)]
-    except (OSError, KeyError, ValueError, TypeError):
+    except (CepkitError, OSError, KeyError, ValueError, TypeError):
         return None
     end = end or (rows[-1][0] if rows else None)
     if start is None or end is None:
@@ -191,7 +191,7 @@ def tail_latency_ms(engine_dir: Path, tail_fraction: float) -> int | None:
     from validator.outputlog import read_output_log
 
     try:
-        run = json.loads((engine_dir / "run.json").read_text())
+        run = read_json_object(engine_dir / "run.json", kind="run")
         start, end = run["timings"]["run_start_wall_ms"], run["timings"].get("driver_finished_ms")
         log = read_output_log(engine_dir / "outputs", lazy=True)
         if start is None or end is None:
@@ -269,7 +269,7 @@ def find_sustainable_rate(run_step, workload: Workload, out_dir: Path, cfg: Sear
                     getattr(res, "work", None))
         steps.append(step)
         with open(log, "a") as fh:
-            fh.write(json.dumps(dataclasses.asdict(step)) + "\n")
+            fh.write(dumps_json(dataclasses.asdict(step), indent=None))
         if res.status == "failed" and events_pulled(step_dir / "engine") == 0:
             # The engine failed before it read an event (a program Flink's planner refuses, a
             # missing jar): the rate played no part, so no other rate can be judged either.
@@ -331,7 +331,7 @@ def write_search(out_dir: Path, result: SearchResult) -> SearchResult:
             "sustainable_eps": result.sustainable_eps, "confirmed": result.confirmed,
             "steps": [dataclasses.asdict(s) for s in result.steps]}
     tmp = out_dir / ".search.json.tmp"
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.write_text(dumps_json(data))
     tmp.replace(out_dir / "search.json")
     return result
 

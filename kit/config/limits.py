@@ -6,8 +6,10 @@ section raises (`FieldError`, which the loader locates at the file and dotted ke
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
+import typing
 from typing import Any
 
 from kit.errors import CepkitError
@@ -133,6 +135,18 @@ def range_text(section: str, name: str) -> str | None:
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+# How a config says "unset" for an optional key (`--set run.worker_python=auto`, or in a file): the
+# reader takes these words (any case) so. An optional text is therefore never one of them, or a
+# config holding it would not read back (kit.config.loading.write_config, load_config).
+UNSET_WORDS = ("auto", "none", "")
+
+
+@functools.lru_cache(maxsize=None)
+def _optional_text(cls: type) -> frozenset[str]:
+    """The fields of `cls` typed `str | None`."""
+    return frozenset(name for name, tp in typing.get_type_hints(cls).items()
+                     if set(typing.get_args(tp)) == {str, type(None)})
+
 
 def check_values(obj: Any) -> None:
     """The one check of a section's numbers (finite, within LIMITS) and strings (no NUL)."""
@@ -145,6 +159,9 @@ def check_values(obj: Any) -> None:
                     need("\0" not in text, name, "must not contain a NUL character")
                     need(not _SURROGATE.search(text), name, "must be valid Unicode text (it has a lone surrogate, "
                                                            "e.g. from bytes that are not UTF-8)")
+            if isinstance(v, str) and v and v.lower() in UNSET_WORDS and name in _optional_text(type(obj)):
+                raise FieldError(name, f"{v!r} is the word for unset here (a config reads it so); "
+                                       "leave the key out to unset it")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kit.config.limits import FieldError, range_text
+from kit.config.limits import UNSET_WORDS, FieldError, range_text
 from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, DATABASE_JOIN_PLANS, FOLDED_WORK, FORMATS,
                                  LAUNCHES, PLANS, PROFILES, REPLAYS, STAMPS, TRIGGERS, WORK_PLANS, CONNECTORS,
                                  Config)
@@ -75,7 +75,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str | None) -> Any:
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         optional, tp = True, args[0]
-    if value is None or (optional and isinstance(value, str) and value.lower() in ("auto", "none", "")):
+    if value is None or (optional and isinstance(value, str) and value.lower() in UNSET_WORDS):
         if optional:
             return None
         raise at(source, key, "must be set")
@@ -195,10 +195,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 MAX_CONFIG_BYTES = LIMITS["config"]
 
 
-def _read_toml(source: str) -> dict:
+def _read_toml(source: str, missing: str = "config file not found") -> dict:
     """The TOML table of the config file `source`; every way it cannot be read is one line
     naming the file."""
-    raw = read_input_bytes(source, "config", what="a config file", missing="config file not found")
+    raw = read_input_bytes(source, "config", what="a config file", missing=missing)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -212,6 +212,24 @@ def _read_toml(source: str) -> dict:
         raise CepkitError(f"{source}: invalid TOML: {e}") from None
     except RecursionError:
         raise CepkitError(f"{source}: invalid TOML: nested too deeply") from None
+    except ValueError as e:
+        # Python refuses to turn more than sys.get_int_max_str_digits() digits into an int.
+        raise CepkitError(f"{source}: invalid TOML: a number too long to read ({e})") from None
+
+
+def read_config_document(path: str | os.PathLike, *, missing: str = "config file not found") -> dict:
+    """The TOML table of a config file (`-c FILE`, a run directory's config.toml) without its
+    header: `kind` and `schema_version`, when present, must be a config's (a config written by
+    hand may leave them out). Every way it cannot be read is one line naming the file and key."""
+    source = os.fspath(path)
+    data = _read_toml(source, missing)
+    kind = data.pop("kind", CONFIG_KIND)
+    version = data.pop("schema_version", CONFIG_SCHEMA_VERSION)
+    if kind != CONFIG_KIND:
+        raise at(source, "kind", f"expected {CONFIG_KIND!r}, got {kind!r}")
+    if type(version) is not int or version != CONFIG_SCHEMA_VERSION:
+        raise at(source, "schema_version", f"expected {CONFIG_SCHEMA_VERSION}, got {version!r}")
+    return data
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -223,13 +241,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     source = None
     if path is not None:
         source = os.fspath(path)
-        data = _read_toml(source)
-        kind = data.pop("kind", CONFIG_KIND)
-        version = data.pop("schema_version", CONFIG_SCHEMA_VERSION)
-        if kind != CONFIG_KIND:
-            raise at(source, "kind", f"expected {CONFIG_KIND!r}, got {kind!r}")
-        if version != CONFIG_SCHEMA_VERSION:
-            raise at(source, "schema_version", f"expected {CONFIG_SCHEMA_VERSION}, got {version!r}")
+        data = read_config_document(source)
     for text in overrides:
         keys, value = parse_override(text)
         _put(data, keys, value, source)

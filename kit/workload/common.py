@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kit.config.limits import INT32_MAX, INT64_MAX
 from kit.errors import CepkitError
 
 SCHEMA_VERSION = 1
@@ -49,15 +50,39 @@ def one_of(name: str, value: Any, choices, ref: str | None = None) -> None:
     need(value in choices, f"{name} must be one of {','.join(_show(c) for c in choices)}, got {_show(value)}", ref)
 
 
-def integer(name: str, value: Any, minimum: int | None = None, ref: str | None = None) -> None:
+def integer(name: str, value: Any, minimum: int | None = None, ref: str | None = None, *,
+            maximum: int = INT64_MAX) -> None:
+    """An int in [minimum, maximum]; the maximum is the XML type's (xs:long by default, INT32_MAX
+    for an xs:int), so that every value the model takes is one its file can hold."""
     need(isinstance(value, int) and not isinstance(value, bool), f"{name} must be an integer, got {value!r}", ref)
     if minimum is not None:
         need(value >= minimum, f"{name} must be >= {minimum}, got {value}", ref)
+    need(value <= maximum, f"{name} must be <= {maximum}, got {value}", ref)
 
 
 def number(name: str, value: Any, ref: str | None = None) -> None:
-    need(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
-         f"{name} must be a finite number, got {value!r}", ref)
+    """A finite float, or an int within 64 bits (a larger one is not a number the engines'
+    programs or the XML's xs:double hold exactly: write it with an exponent, e.g. 1e20)."""
+    need(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a finite number, got {value!r}",
+         ref)
+    if isinstance(value, int):
+        need(-INT64_MAX - 1 <= value <= INT64_MAX,
+             f"{name} must be a finite number; an integer without exponent must lie within 64 bits "
+             f"(write a larger one as e.g. 1e20), got {value}", ref)
+    else:
+        need(math.isfinite(value), f"{name} must be a finite number, got {value!r}", ref)
+
+
+# The characters XML 1.0 can hold (section 2.2): a text of the model with another could not be written.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(name: str, value: Any, ref: str | None = None) -> None:
+    """Free text (a description, a parameter's value): a string XML can hold."""
+    need(isinstance(value, str), f"{name} must be text, got {value!r}", ref)
+    bad = _NOT_XML.search(value)
+    if bad is not None:
+        raise SpecError(f"{name} holds the character {bad.group()!r}, which an XML file cannot hold", ref)
 
 
 def identifier(name: str, value: Any, ref: str | None = None) -> None:
@@ -84,9 +109,15 @@ def format_number(value: int | float) -> str:
 
 
 def parse_number(text: str) -> int | float:
-    """Inverse of `format_number`: an integer literal stays an int, anything else is a float."""
+    """Inverse of `format_number`: an integer literal within 64 bits stays an int, anything else
+    (an integer literal beyond, however long) is a float, as the XML's xs:double reads it."""
     text = text.strip()
-    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
+    m = re.fullmatch(r"([+-]?)0*([0-9]+)", text)
+    if m and len(m[2]) <= 19:       # Python converts at most sys.get_int_max_str_digits() digits
+        value = int(m[1] + m[2])
+        if -INT64_MAX - 1 <= value <= INT64_MAX:
+            return value
+    return float(text)
 
 
 def _show(v: Any) -> str:

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
+from kit.config.limits import INT32_MAX
 from kit.records import Field, RecordSchema
 from kit.workload.common import Comparison, SpecError, as_tuple, identifier, integer, need, one_of
 from kit.workload.query_base import (PANE_FUNCTIONS, Aggregate, Aggregation, OneInput, Schema, Selecting, TimeWindow,
@@ -60,8 +61,8 @@ class CountWindowAggregation(Aggregation):
     group_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        integer("rows", self.rows, 1)
-        integer("slide", self.slide, 1)
+        integer("rows", self.rows, 1, maximum=INT32_MAX)
+        integer("slide", self.slide, 1, maximum=INT32_MAX)
         need(self.slide <= self.rows, f"slide must be <= rows ({self.rows}), got {self.slide}")
         self._check_aggregation()
 
@@ -145,7 +146,7 @@ class WindowJoin(Selecting):
         as_tuple(self, "select", "where")
         identifier("id", self.id)
         need(self.left != self.right, f"left and right must be different streams, both are {self.left}")
-        integer("rows", self.rows, 1)
+        integer("rows", self.rows, 1, maximum=INT32_MAX)
         check_select(self.select, qualified=True)
         _check_qualified_where(self.where)
         self._check_outputs()

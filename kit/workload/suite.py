@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.config import MAX_DURATION_S, MAX_RATE_EPS
+from kit.config import LIMITS, MAX_DURATION_S, MAX_RATE_EPS
 from kit.profiles import PROFILE_NAMES
-from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug
+from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug, xml_text
 from kit.workload.queries import QuerySet, check_queries
 from kit.workload.query_base import TABLE_NAME
 
 # Table 4.2's metrics column.
 METRICS = ("throughput", "memory", "max-latency", "latency-degradation", "recovery-time",
            "post-peak-latency-variation")
-MAX_STREAMS = 26          # kit.config.MicroConfig's limit
-MAX_ATTRIBUTES = 1000
+# Each Dataset attribute and the `micro` config key it sets (`Workload.micro_settings`): a value
+# must lie in the key's range (kit.config.LIMITS), so that a spec the model takes is one datagen
+# can generate, and a value beyond is refused at the spec's line, not later without the file.
+_CONFIG_KEYS = {"streams": "streams", "attributes": "attributes", "maxId": "max_id", "tableRows": "table_rows",
+                "tableAttributes": "table_attributes", "zipfS": "zipf_s", "seed": "seed"}
 
 
 @dataclass(frozen=True)
@@ -37,16 +40,17 @@ class Dataset:
 
     def __post_init__(self) -> None:
         integer("streams", self.streams, 1)
-        need(self.streams <= MAX_STREAMS, f"streams must be <= {MAX_STREAMS}, got {self.streams}")
         integer("attributes", self.attributes, 1)
-        need(self.attributes <= MAX_ATTRIBUTES, f"attributes must be <= {MAX_ATTRIBUTES}, got {self.attributes}")
         integer("maxId", self.max_id, 1)
-        need(self.max_id <= 2**31 - 1, f"maxId must fit a 32-bit int, got {self.max_id}")
         integer("tableRows", self.table_rows, 0)
         integer("tableAttributes", self.table_attributes, 1)
         number("zipfS", self.zipf_s)
         need(self.zipf_s >= 0, f"zipfS must be >= 0, got {self.zipf_s}")
         integer("seed", self.seed, 0)
+        for attr, key in _CONFIG_KEYS.items():       # the fields are named as the config's keys
+            value, high = getattr(self, key), LIMITS["MicroConfig"][key][1]
+            shown = int(high) if float(high).is_integer() else high
+            need(value <= high, f"{attr} must be <= {shown}, got {value}")
 
     @property
     def stream_names(self) -> tuple[str, ...]:
@@ -95,6 +99,7 @@ class Param:
     def __post_init__(self) -> None:
         identifier("name", self.name)
         need(isinstance(self.value, str) and bool(self.value), f"Param {self.name} needs a value")
+        xml_text(f"Param {self.name}", self.value)
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class Workload:
     def __post_init__(self) -> None:
         as_tuple(self, "metrics", "params")
         slug("name", self.name)
+        xml_text("description", self.description)
         slug("experiment", self.experiment)
         need(len(self.metrics) > 0, "metrics must name at least one metric")
         for m in self.metrics:
@@ -153,6 +159,7 @@ class Suite:
     def __post_init__(self) -> None:
         as_tuple(self, "workloads")
         slug("name", self.name)
+        xml_text("description", self.description)
         need(isinstance(self.quick, bool), f"quick must be true or false, got {self.quick!r}")
         need(len(self.workloads) > 0, "a Suite needs at least one Workload")
         seen: set[str] = set()

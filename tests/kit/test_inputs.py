@@ -29,9 +29,11 @@ READERS = {
     "output-log": "from validator.outputlog import read_output_log as f; f(p)",
     "run": "from validator.compare_runs import engine_record as f; f(Path(p))",
     "json": "from kit.jsonfile import read_json_object as f; f(p)",
+    "secret": "from harness.postgres import read_database_dsn as f; f(p)",
 }
 FILE_NAMES = {"config": "c.toml", "spec": "s.xml", "manifest": "manifest.json", "aux": "pairs-aux.json",
-              "output-log": "output-log.json", "run": "run.json", "json": "d.json"}
+              "output-log": "output-log.json", "run": "run.json", "json": "d.json",
+              "secret": "dsn"}
 
 
 def _read_in_child(kind: str, path: Path, timeout_s: float = 30) -> str:
@@ -39,7 +41,7 @@ def _read_in_child(kind: str, path: Path, timeout_s: float = 30) -> str:
             f"try:\n    {READERS[kind]}\nexcept CepkitError as e:\n    print(e)\nelse:\n    print('ok')\n")
     res = run_capped(code, str(path), timeout_s=timeout_s)
     assert res.returncode == 0, res.stderr[-2000:]
-    return res.stdout.strip()
+    return res.stdout.strip().removeprefix("run.database_dsn: ")     # the setting that named the file
 
 
 def test_the_table_has_every_kind_and_names_its_caps():
@@ -60,7 +62,7 @@ def test_a_fifo_is_refused_at_once(tmp_path, kind):
 def _what(kind: str) -> str:
     return {"config": "a config file", "spec": "a spec file", "manifest": "a manifest file",
             "aux": "an auxiliary file", "output-log": "an output log", "run": "an engine run record",
-            "json": "a JSON file"}[kind]
+            "json": "a JSON file", "secret": "a DSN file"}[kind]
 
 
 def test_dev_zero_as_a_manifest_is_one_line(tmp_path):

@@ -203,7 +203,7 @@ def test_pscore_lines_from_a_bad_summary_are_one_line(written, tmp_path):
     with pytest.raises(CepkitError, match=r"nope\.json: cannot read the validation summary"):
         pscore_lines_from_summary(tmp_path / "nope.json")
     (tmp_path / "other.json").write_text(json.dumps({"kind": "something"}))
-    with pytest.raises(CepkitError, match=r"other\.json: kind: not a cepkit.validation-summary file"):
+    with pytest.raises(CepkitError, match=r"other\.json:kind: expected 'cepkit.validation-summary', got 'something'"):
         pscore_lines_from_summary(tmp_path / "other.json")
     # A summary written before the intervals existed: one line naming the file and the key.
     old = dict(summary, pscore={k: v for k, v in summary["pscore"].items() if "_ci_" not in k})

@@ -215,8 +215,9 @@ def test_two_runs_of_one_engine_at_one_sf_are_told_apart(runs, tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    ('{"kind": "cepkit.micro-summary", "schema_version": 1}', "kind: 'cepkit.micro-summary'"),
-    ('{"kind": "cepkit.thesis-results", "schema_version": 9}', "schema_version: 9"),
+    ('{"kind": "cepkit.micro-summary", "schema_version": 1}', "kind: expected 'cepkit.thesis-results', got "
+                                                              "'cepkit.micro-summary'"),
+    ('{"kind": "cepkit.thesis-results", "schema_version": 9}', "schema_version: expected 1 or 2, got 9"),
     ('{"kind": "cepkit.thesis-results", "schema_version": 2, "pairs": [{"engine": "spark"}]}', "not a results page"),
     ('{"kind": "cepkit.thesis-results", "schema_version": 1, "micro": [{"eps": "1"}]}', "micro[0]: no point"),
     ("{not json", "results.json"),
