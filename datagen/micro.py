@@ -35,7 +35,7 @@ from datagen.arrivals import ArrivalStream
 from datagen.schedule import file_bounds, phase_counts, phase_summary, profile_for
 from datagen.output import GeneratedDataset, SplitWriter
 from kit.atomic import StagedDir, check_free_space
-from kit.config import MicroConfig
+from kit.config import MAX_ZIPF_ID, MicroConfig
 from kit.datafiles import sha256_of
 from kit.errors import CepkitError
 from kit.manifest import write_manifest
@@ -48,7 +48,7 @@ CHUNK_EVENTS = 1 << 20
 MIN_CHUNK_EVENTS = 1 << 10
 # The Zipf sampler keeps a cumulative array of max_id doubles; 50 M ids is 400 MiB (the thesis
 # goes up to MAX_ID = 5 M).
-ZIPF_MAX_ID = 50_000_000
+ZIPF_MAX_ID = MAX_ZIPF_ID       # kit.config refuses more at micro.max_id
 ATTR_LOW, ATTR_HIGH = 1.0, 100.0
 INT32_MAX = 2**31 - 1
 TABLE_NAME = "T"

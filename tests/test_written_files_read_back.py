@@ -456,6 +456,46 @@ def test_every_json_document_goes_through_the_one_writer():
     assert not found, f"JSON documents written without kit.jsonfile.dumps_json/write_json: {found}"
 
 
+# -- manifest.json -----------------------------------------------------------------------------
+
+NAME_CHARS = "abcXYZ019-_.é漢 "
+
+
+@st.composite
+def manifest_fields(draw):
+    fmt = draw(st.sampled_from(("parquet", "csv")))
+    names = draw(st.lists(st.text(NAME_CHARS, min_size=1, max_size=12).filter(lambda n: n.strip(". ")),
+                          min_size=1, max_size=4, unique=True))
+
+    def entry(name):
+        return {"path": f"{name}.{fmt}", "rows": draw(st.integers(0, 2**63 - 1)),
+                **({"bytes": draw(st.integers(0, 2**63 - 1))} if draw(st.booleans()) else {}),
+                **({"sha256": draw(st.from_regex(r"[0-9a-f]{64}", fullmatch=True))} if draw(st.booleans()) else {})}
+
+    files = [entry(n) for n in names]
+    fields = {"format": fmt, "start_epoch_ms": draw(st.integers(0, 2**63 - 1)),
+              "total_rows": draw(st.integers(0, 2**63 - 1)), "files": files,
+              "config": draw(st.dictionaries(TEXT, JSON, max_size=3)), "note": draw(TEXT)}
+    if draw(st.booleans()):
+        fields["streams"] = [{"name": "S1", "columns": ["ID", "TS"], "files": files}]
+    return fields
+
+
+@EXAMPLES
+@given(fields=manifest_fields(), generator=TEXT)
+def test_every_manifest_the_one_writer_writes_reads_back(tmp_path, fields, generator):
+    """`write_manifest` (datagen pairs, micro, convert) -> `load_manifest` (validate, translate
+    micro --data, pairs --data): the document comes back whole, its files as listed."""
+    from kit.manifest import load_manifest, write_manifest
+
+    d = fresh_dir(tmp_path)
+    doc = write_manifest(d, generator, **fields)
+    m = load_manifest(d)
+    assert _same(dict(m.doc), _as_read(doc))
+    assert [(f.name, f.rows, f.bytes, f.sha256) for f in m.files] == \
+        [(f["path"], f["rows"], f.get("bytes"), f.get("sha256")) for f in fields["files"]]
+
+
 # -- cluster.json ------------------------------------------------------------------------------
 
 @settings(EXAMPLES, max_examples=min(20, EXAMPLES.max_examples))
@@ -488,3 +528,39 @@ def test_querygen_micro_suites_are_checked_and_translated(tmp_path):
         code, o, err = run_cli(["translate", "micro", "--spec", str(f), "--workload", w.name,
                                 "--out", str(tmp_path / f"{w.name}.py")])
         assert code == 0, f"{f}: {err}"
+
+
+@pytest.mark.parametrize("sets", [
+    ["micro.start_epoch_ms=7258118400000", "micro.zipf_s=100.0", "micro.max_id=1000",
+     "micro.seed=9223372036854775807", "micro.table_rows=3", "micro.table_attributes=1000"],
+    ["micro.start_epoch_ms=0", 'micro.format="csv"', "micro.max_id=2147483647", 'micro.rate.arrivals="constant"'],
+])
+def test_datagen_micro_at_the_edges_is_validated_and_its_config_read_back(tmp_path, sets):
+    """`datagen micro` with settings at their bounds -> `validate micro` and `translate micro
+    --data` take the dataset, and `-c` takes the config.toml datagen wrote beside it."""
+    data = tmp_path / "data"
+    argv = ["datagen", "micro", "--streams", "1", "--attributes", "5", "--profile", "constant",
+            "--set", "micro.rate.basis_rate_eps=200", "--set", "micro.rate.duration_s=1", "--out", str(data)]
+    code, o, err = run_cli(argv + [a for s in sets for a in ("--set", s)])
+    assert code == 0, err
+    workload = read_suite(suite_path("filtering", True)).workloads[0].name
+    code, o, err = run_cli(["validate", "micro", "--spec", "filtering-quick", "--workload", workload, "--data",
+                            str(data), "--out", str(tmp_path / "report")])
+    assert code == 0, err
+    code, o, err = run_cli(["translate", "micro", "--spec", "filtering-quick", "--workload", workload, "--data",
+                            str(data), "--out", str(tmp_path / "program.py")])
+    assert code == 0, err
+    code, o, err = run_cli(["config", "show", "-c", str(data / "config.toml")])
+    assert code == 0, err
+
+
+def test_a_config_and_a_spec_datagen_would_refuse_are_refused_at_their_key(tmp_path):
+    """A Zipf law over more than MAX_ZIPF_ID IDs: `config show` took it and `datagen micro`
+    refused it (and `cepkit micro` a spec's Dataset with it, naming --set rather than the spec)."""
+    from kit.config import MAX_ZIPF_ID
+    from kit.workload import Dataset, SpecError
+
+    code, out, err = run_cli(["config", "show", "--set", "micro.zipf_s=1.0", "--set", f"micro.max_id={MAX_ZIPF_ID + 1}"])
+    assert code == 2 and "micro.max_id" in err, err
+    with pytest.raises(SpecError, match="maxId"):
+        Dataset(max_id=MAX_ZIPF_ID + 1, zipf_s=1.0)

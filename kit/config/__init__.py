@@ -10,7 +10,7 @@ Everything is imported from here (`from kit.config import load_config, Config, P
 """
 
 from kit.config.limits import (DAY_S, INT32_MAX, INT64_MAX, LIMITS, MAX_DURATION_S, MAX_FILES, MAX_PEAK_FACTOR,
-                               MAX_RATE_EPS, MAX_SCALE_FACTOR, MAX_START_EPOCH_MS, MAX_STRATEGIES, MAX_SYMBOLS,
+                               MAX_RATE_EPS, MAX_SCALE_FACTOR, MAX_ZIPF_ID, MAX_START_EPOCH_MS, MAX_STRATEGIES, MAX_SYMBOLS,
                                MIN_DURATION_S, FieldError, memory_mib, range_text)
 from kit.config.loading import (MAX_CONFIG_BYTES, describe_keys, load_config, parse_override, read_config_document,
                                 valid_keys, with_settings, write_config)
@@ -21,7 +21,7 @@ from kit.config.sections import (ARRIVALS, CONFIG_KIND, CONFIG_SCHEMA_VERSION, D
 
 __all__ = [
     "DAY_S", "INT32_MAX", "INT64_MAX", "LIMITS", "MAX_DURATION_S", "MAX_FILES", "MAX_PEAK_FACTOR", "MAX_RATE_EPS",
-    "MAX_SCALE_FACTOR", "MAX_START_EPOCH_MS", "MAX_STRATEGIES", "MAX_SYMBOLS", "MIN_DURATION_S", "FieldError", "memory_mib",
+    "MAX_SCALE_FACTOR", "MAX_ZIPF_ID", "MAX_START_EPOCH_MS", "MAX_STRATEGIES", "MAX_SYMBOLS", "MIN_DURATION_S", "FieldError", "memory_mib",
     "range_text", "MAX_CONFIG_BYTES", "describe_keys", "load_config", "parse_override", "read_config_document", "valid_keys", "with_settings",
     "write_config", "ARRIVALS", "CONFIG_KIND", "CONFIG_SCHEMA_VERSION", "DATABASE_JOIN_PLANS", "FOLDED_WORK",
     "CONNECTORS", "DEFAULT_START_EPOCH_MS", "FORMATS", "LAUNCHES", "PLANS", "PROFILES", "REPLAYS", "STAMPS", "TRIGGERS", "WORK_PLANS", "Config",

@@ -60,6 +60,8 @@ MAX_FILES = 1_000                        # files per dataset or stream (each is 
 MAX_START_EPOCH_MS = 7_258_118_400_000   # 2200-01-01 00:00 UTC
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+# The most IDs a bounded Zipf law draws from (zipf_s > 0): datagen's sampler keeps a table per ID.
+MAX_ZIPF_ID = 50_000_000
 
 # section class -> field -> (low, high, low_open): low < v (open) or low <= v, and v <= high.
 LIMITS: dict[str, dict[str, tuple[float, float, bool]]] = {

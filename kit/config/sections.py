@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import tomli_w
 
-from kit.config.limits import FieldError, check_values, choice, memory_mib, need, positive
+from kit.config.limits import MAX_ZIPF_ID, FieldError, check_values, choice, memory_mib, need, positive
 from kit.engines import ALIASES, ENGINE_NAMES
 from kit.errors import CepkitError
 from kit.faults import check_faults, parse_faults
@@ -150,6 +150,9 @@ class MicroConfig:
         check_values(self)
         choice(self, "format", FORMATS)
         need(self.rate.basis_rate_eps is not None, "rate.basis_rate_eps", "must be set for microbenchmark streams")
+        # What datagen takes, checked here so that a config the model takes is one it generates.
+        need(self.zipf_s == 0 or self.max_id <= MAX_ZIPF_ID, "max_id",
+             f"must be <= {MAX_ZIPF_ID} with zipf_s > 0 (the sampler keeps a table per ID), got {self.max_id}")
 
 
 PLANS = ("keyed", "shared", "per-strategy")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.config import LIMITS, MAX_DURATION_S, MAX_RATE_EPS
+from kit.config import LIMITS, MAX_DURATION_S, MAX_RATE_EPS, MAX_ZIPF_ID
 from kit.profiles import PROFILE_NAMES
 from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug, xml_text
 from kit.workload.queries import QuerySet, check_queries
@@ -47,6 +47,8 @@ class Dataset:
         number("zipfS", self.zipf_s)
         need(self.zipf_s >= 0, f"zipfS must be >= 0, got {self.zipf_s}")
         integer("seed", self.seed, 0)
+        need(self.zipf_s == 0 or self.max_id <= MAX_ZIPF_ID,
+             f"maxId must be <= {MAX_ZIPF_ID} with zipfS > 0 (the config's micro.max_id), got {self.max_id}")
         for attr, key in _CONFIG_KEYS.items():       # the fields are named as the config's keys
             value, high = getattr(self, key), LIMITS["MicroConfig"][key][1]
             shown = int(high) if float(high).is_integer() else high
