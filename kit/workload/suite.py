@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.config import LIMITS, MAX_DURATION_S, MAX_RATE_EPS, MAX_ZIPF_ID
+from kit.config import LIMITS, MAX_DURATION_S, MAX_RATE_EPS, MAX_ZIPF_ID, MIN_DURATION_S
 from kit.profiles import PROFILE_NAMES
 from kit.workload.common import as_tuple, identifier, integer, need, number, one_of, slug, xml_text
 from kit.workload.queries import QuerySet, check_queries
@@ -22,6 +22,7 @@ METRICS = ("throughput", "memory", "max-latency", "latency-degradation", "recove
 # Each Dataset attribute and the `micro` config key it sets (`Workload.micro_settings`): a value
 # must lie in the key's range (kit.config.LIMITS), so that a spec the model takes is one datagen
 # can generate, and a value beyond is refused at the spec's line, not later without the file.
+MIN_RATE_EPS = LIMITS["RateConfig"]["basis_rate_eps"][0]
 _CONFIG_KEYS = {"streams": "streams", "attributes": "attributes", "maxId": "max_id", "tableRows": "table_rows",
                 "tableAttributes": "table_attributes", "zipfS": "zipf_s", "seed": "seed"}
 
@@ -84,9 +85,14 @@ class Load:
         # The same bounds as a config's rates and durations (kit.config), so a spec cannot start
         # an unbounded generation either.
         need(self.rate_eps > 0, f"rateEps must be > 0, got {self.rate_eps}")
+        need(self.rate_eps >= MIN_RATE_EPS, f"rateEps must be >= {MIN_RATE_EPS} (the config's micro.rate.basis_rate_eps), "
+                                            f"got {self.rate_eps}")
         need(self.rate_eps <= MAX_RATE_EPS, f"rateEps must be <= {MAX_RATE_EPS:.0e}, got {self.rate_eps}")
         if self.duration_ms is not None:
             integer("durationMs", self.duration_ms, 1)
+            need(self.duration_ms >= MIN_DURATION_S * 1000,
+                 f"durationMs must be >= {MIN_DURATION_S * 1000:g} (the config's micro.rate.duration_s), "
+                 f"got {self.duration_ms}")
             need(self.duration_ms <= MAX_DURATION_S * 1000,
                  f"durationMs must be <= {MAX_DURATION_S * 1000} (30 days), got {self.duration_ms}")
 
