@@ -17,14 +17,16 @@ no traceback, nothing written) with its file broken every way a file can be:
 | strategies XML | querygen check, translate pairs, validate pairs |
 | suite and workload XML | querygen check, translate micro, validate micro |
 | dataset `manifest.json`, `pairs-aux.json`, data files (Parquet, CSV) | validate pairs / micro, translate micro --data, querygen pairs / check --aux |
+| a CSV to convert | datagen convert |
 | output log `output-log.json` and its stream files | validate pairs / micro --log |
 | a run's `run.json`, `summary.json`, `search.json`, metrics CSVs | compare |
 | `cluster.json` | cluster status |
 | DSN file (run.database_dsn), cluster credentials (run.cluster_credentials) | their readers, which a run calls before its engine starts |
 
 The choke points are kit.inputs (regular files only, capped reads), kit.jsonfile
-(`read_json_object`, `read_document`: JSON, kind and schema_version), kit.config's TOML reader
-and kit.datafiles' CSV reader; every case here goes through one of them. Runs under the memory cap.
+(`read_json_object`, `read_document`: JSON, kind and schema_version), `kit.config.read_config_document`
+(TOML configs) and `kit.datafiles.read_data_table` (a whole data file); every case here goes through
+one of them, and a source scan holds JSON readers to kit.jsonfile. Runs under the memory cap.
 """
 
 from __future__ import annotations
@@ -290,6 +292,10 @@ CASES = {
                                    lambda i, d: (["validate", "micro", "--spec", MICRO_SPEC, "--workload", MICRO_WORKLOAD,
                                                   "--data", str(d / "ds"), "--out", str(d / "report")],
                                                  _copy(i["micro_csv"], d / "ds") / _micro_csv_file(i))),
+    "CSV to convert (datagen convert)": (("empty", "not-utf8", "directory", "fifo"), None, None,
+                                         lambda i, d: (["datagen", "convert", str(d / "in.csv"), "--kind", "micro",
+                                                        "--out", str(d / "ds")],
+                                                       _copy(i["micro_csv"] / _micro_csv_file(i), d / "in.csv"))),
     "output log (validate pairs)": (DOC_BREAKS, "streams", "run_start_wall_ms",
                                     lambda i, d: (_validate_pairs(i, d, log=d / "log"),
                                                   _copy(i["log"], d / "log") / "output-log.json")),
