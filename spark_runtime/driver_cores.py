@@ -1,10 +1,8 @@
-"""Cores run on the driver, once per micro-batch (run.cores = "by-kind": the whole-stream queries; "driver": all).
+"""Cores run on the driver, once per micro-batch (run.work = "driver", opt-in: every stateful query).
 
-A count window, a time window without a key and a window join are each one sequence over their
-whole input (specs/TRANSLATION.md): in the stateful operator they are one group, so one task, and
-every event pays for a shuffle, two Arrow crossings into a Python worker and a state-store commit
-(about 6 µs per event and 170 ms per batch, measured) for a core that costs 0.25 µs per event. On
-the driver the same core runs over the events the batch already brings there: the plan passes the
+The kit's Python cores in one process on Spark's driver, whatever the cluster (specs/TRANSLATION.md,
+"Plan families"): never the plan behind a published engine figure. The core runs over the events
+the batch already brings to the driver: the plan passes the
 events these queries read through to the collect (stream `INPUT_STREAM`, columns prefixed
 `INPUT_PREFIX`), and `DriverCores` turns them into the queries' rows before the sink sees the batch.
 
@@ -74,7 +72,8 @@ class DriverCores:
         path = checkpoint[len("file://"):] if checkpoint.startswith("file://") else checkpoint
         if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
             raise RuntimeError(f"cores run on the driver keep their state on the driver's file system; "
-                               f"checkpoint {checkpoint} is not a local path (use run.cores = \"operator\")")
+                               f"checkpoint {checkpoint} is not a local path (run.work = \"driver\" keeps the cores "
+                               f"there; use another run.work, e.g. \"engine\")")
         self.directory = os.path.join(path, "driver-cores")
         os.makedirs(self.directory, exist_ok=True)
         if self.chunked:

@@ -51,10 +51,11 @@ def queries():
         out.append(Pattern(f"p{tag}", PatternEvent("a1", "S1", (Comparison("A1", "lt", 70.0),)),
                            PatternEvent("a2", "S2", (Comparison("A2", "gt", 40.0),)), 150, c,
                            ("a1.ID", "a1.TS", "a2.A1"), key="ID"))
-        out.append(Pattern(f"s{tag}", PatternEvent("a1", "S1"), PatternEvent("a2", "S1", (Comparison("A1", "gt", 60.0),)),
-                           90, c, ("a1.ID", "a1.A2", "a2.TS"), key="ID"))
-        out.append(Pattern(f"u{tag}", PatternEvent("a1", "S2"), PatternEvent("a2", "S1", (Comparison("A1", "ge", 50.0),)),
-                           40, c, ("a1.A1", "a2.ID")))
+        out.append(Pattern(f"s{tag}", PatternEvent("a1", "S1"),
+                           PatternEvent("a2", "S1", (Comparison("A1", "gt", 60.0),)), 90, c,
+                           ("a1.ID", "a1.A2", "a2.TS"), key="ID"))
+        out.append(Pattern(f"u{tag}", PatternEvent("a1", "S2"),
+                           PatternEvent("a2", "S1", (Comparison("A1", "ge", 50.0),)), 40, c, ("a1.A1", "a2.ID")))
     return out
 
 
