@@ -85,7 +85,7 @@ def _no_constant(name: str):
 
 
 def _plain(v):
-    """`v` as JSON has it: non-finite numbers null, tuples lists, numpy scalars Python's, keys
+    """`v` as JSON has it: non-finite numbers null, tuples lists, numpy values Python's, keys
     text, any other object its str() (a path)."""
     if v is None or isinstance(v, (bool, str, int)):
         return v
@@ -95,9 +95,8 @@ def _plain(v):
         return {k if isinstance(k, str) else _key(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
-    item = getattr(v, "item", None)         # a numpy scalar
-    if callable(item) and type(v).__module__ == "numpy":
-        return _plain(item())
+    if type(v).__module__ == "numpy" and callable(getattr(v, "tolist", None)):
+        return _plain(v.tolist())           # a numpy scalar or array: Python's numbers and lists
     return str(v)
 
 
