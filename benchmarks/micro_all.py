@@ -15,11 +15,11 @@ table (max sustainable rate per workload against its target, and throughput agai
 of queries for the scalability suite) is written beside them as micro_all.png.
 
 `--variants` (default: all) adds rows for the alternative plans of one query kind, searched the same
-way: `native-window` runs the Q3 workloads on Spark's own sliding `window()` (run.time_windows =
-native) to show what it costs against the core plan, `jdbc` the J3 workloads through Spark's JDBC
-source (run.database_join = jdbc) instead of per-batch psycopg lookups, `driver-patterns` the
-patterns with a key on the driver (run.cores = driver) instead of over key buckets in Spark's
-stateful operator.
+way: `native-window` runs the Q3 workloads on Spark's own operators (run.work = operators: its
+sliding `window()`) to show what they cost against the default plan, `jdbc` the J3 workloads
+through Spark's JDBC source (run.database_join = jdbc) instead of per-batch psycopg lookups,
+`driver-patterns` the patterns on the kit's core on the driver (run.work = driver, opt-in)
+instead of the Java logic keyed in Spark's stateful operator.
 
     .venv/bin/python benchmarks/micro_all.py [--suites filtering,joins ('' for none)] [--per-suite N] [--workloads W1,W2]
            [--step-seconds 20] [--max-steps 7] [--start-rate [SUITE=]4000 ...] [--growth 4]
