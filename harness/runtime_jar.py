@@ -5,10 +5,11 @@ executors with `cepkit.spark.SinkWriter` (spark_runtime/realtime.py): always in 
 which admits no Python data source and no Python sink, and in micro-batches unless the plan hands
 its ranges to Python or the run asks for the kit's Python connectors (run.connectors). They are compiled once per (Java, PySpark,
 sources) by `python -m harness.runtime_jar` (scripts/setup.sh runs it; it needs `javac`) into
-cepkit's cache, with the source registered under its short name. A real-time run the harness
-launches gets the jar on its driver's class path and its executors' (on other hosts through
-`spark.jars`: `runtime_jar_settings`); without it, a real-time program fails at once, saying how
-to build it, and a micro-batch one falls back to the Python connectors and says so. The run
+cepkit's cache, with the source registered under its short name. Every run the harness launches
+(its JVM plans need the classes whatever the connectors) gets the jar on its driver's class path
+and its executors' (on other hosts through `spark.jars`: `runtime_jar_settings`); without it, a
+real-time program fails at once, saying how to build it, and a micro-batch one falls back to the
+Python connectors and says so. The run
 records the jar it used (run.json: `runtime_jar`).
 """
 

@@ -27,7 +27,9 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
         conf, applied["jvm_class_archive"] = driver_java_options(conf, spec.python)
     if spec.quiet_local_fs and spec.launch == "harness":
         conf, extra_env, applied["local_fs_jar"] = local_fs_settings(conf, spec.master, spec.python)
-    if spec.launch == "harness" and (spec.trigger == "realtime" or spec.connectors == "jvm"):
+    # The jar whatever run.connectors says: the JVM plans (the Java logic, Pairs' JVM plan) need its
+    # classes over the Python connectors too, and the program picks its connectors by --connectors.
+    if spec.launch == "harness":
         conf, extra_env, applied["runtime_jar"] = runtime_jar_settings(conf, extra_env, spec.master, spec.python)
     if scratch is not None:         # the Python processes' temporary files too (the source's pause file)
         extra_env = {**extra_env, "TMPDIR": str(scratch)}

@@ -1,8 +1,9 @@
 """Pairs end to end on a real engine: quick SF=1 data replayed into the generated program at 4x real
 time (the tests' short profile, tests/data/configs/short-pairs.toml: ~30 s of load, every output of
 the two-minute quick run), every output checked by the validator. Parametrized over the translator
-registry, so a new engine is tested by these tests without new test code. The keyed plan on Spark is
-the default test run's Pairs smoke; the other Spark runs are `e2e`, Flink's `flink`."""
+registry, so a new engine is tested by these tests without new test code. The default plan (keyed,
+its work in the JVM) on Spark is the default test run's Pairs smoke; the other Spark runs are `e2e`,
+Flink's `flink`."""
 
 from __future__ import annotations
 
@@ -48,11 +49,13 @@ def _check_passed(run_dir, proc):
 
 @pytest.mark.parametrize("engine", engine_params(default_run="smoke"))
 def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(engine, tmp_path):
-    """The default (keyed) plan: PASSED on every engine, its program running in the engine's own
-    environment; and the strategy work is spread: on Spark, its own records show each
-    micro-batch's work in several state keys and tasks (the state store holds two records per key
-    for more than one key, and every stateful stage ran tasks that each read shuffled rows); on
-    Flink, outputs came from more than one bucket key (the sink's batch ids say which)."""
+    """The default plan (keyed, run.work = "engine": its work in the JVM): PASSED on every engine,
+    its program running in the engine's own environment, no tick or answer through Python; and the
+    strategy work is spread: on Spark, its own records show each micro-batch's work in the JVM
+    transformWithState over several state keys and tasks (the state store holds a clock, a books
+    and symbol records per key for more than one key, and every stateful stage ran tasks that each
+    read shuffled rows); on Flink, outputs came from more than one bucket key (the sink's batch ids
+    say which)."""
     run_dir, events = tmp_path / "run", tmp_path / "events"
     events.mkdir()
     conf = ["spark.eventLog.enabled=true", f"spark.eventLog.dir={events}", "spark.eventLog.compress=false"]
@@ -69,15 +72,15 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
         assert len((run_dir / "engine" / "metrics" / name).read_text().splitlines()) > 20
     started = json.loads((run_dir / "engine" / "run.json").read_text())["engine"]["started"]
     versions = json.loads((run_dir / "engine" / "versions.json").read_text())
+    # The default (JVM) plan: every tick through the engine's operators, none through Python.
+    assert started["work"]["family"] == "engine" and started["work"]["queries"]["pairs"].startswith("JVM plan")
+    assert started["connectors"] == {"source": "jvm", "sink": "jvm", "why": None}
     if engine == "flink":
         assert started["engine"] == "flink" and started["parallelism"] >= 2
         assert versions["python_executable"].endswith(".venv-flink/bin/python") and versions["apache-flink"]
         assert (run_dir / "engine" / "flink-run.sh").is_file()
         import pyarrow.parquet as pq
 
-        # The default (JVM) plan: every tick through Flink's operators, none through Python.
-        assert started["work"]["family"] == "engine" and started["work"]["queries"]["pairs"].startswith("JVM plan")
-        assert started["connectors"] == {"source": "jvm", "sink": "jvm", "why": None}
         (log,) = (run_dir / "engine" / "logs").glob("flink-*.log")
         tasks = set(re.findall(r"Task +\[\] - (.+?) \(\d+/\d+\)#\d+ \([^)]*\) switched from INITIALIZING to RUNNING",
                                log.read_text()))
@@ -95,8 +98,8 @@ def test_quick_sf1_keyed_plan_passes_and_spreads_a_batch_over_keys_and_tasks(eng
     # 0.8-1 s batches on a slower 2-core machine 39-43): enough to see the spread, not a speed figure.
     assert len(batches) > 20
     state = batches[-1]["state"]
-    assert [op["operatorName"] for op in state] == ["transformWithStateInPandasExec"]
-    assert state[0]["numRowsTotal"] >= 2 * 2        # ("open", "books") for each of >= 2 keys
+    assert [op["operatorName"] for op in state] == ["transformWithStateExec"]      # the JVM processor
+    assert state[0]["numRowsTotal"] >= 2 * 3        # clock, books and >= 1 symbol record for each of >= 2 keys
     # Every stage that read shuffled rows (the stateful operator's) ran >= 2 tasks, each with rows.
     tasks: dict[int, list[int]] = {}
     logs = [f for f in events.rglob("*") if f.is_file() and f.name.startswith("events_")]   # rolled parts
@@ -176,8 +179,26 @@ def test_a_killed_engine_is_restarted_from_its_checkpoint_and_loses_no_answer(en
     else:       # restored from a completed checkpoint the program reported
         assert all("/chk-" in r["restored_from"] for r in run["restarts"])
         assert (run_dir / "engine" / "flink-run.sh").is_file()
-        # The JVM plan's state (the partials operator's, the buckets' keyed state) came back each time.
-        assert run["plan"]["work"]["queries"]["pairs"].startswith("JVM plan")
+    # The JVM plan's state (Spark's state store; Flink's partials operator state and buckets' keyed
+    # state) came back each time.
+    assert run["plan"]["work"]["queries"]["pairs"].startswith("JVM plan")
+
+
+@pytest.mark.spark
+@pytest.mark.e2e
+def test_the_python_plan_on_spark_passes(tmp_path):
+    """run.work = "python": Spark's opt-in Pairs plan (the Python source's partition transform makes
+    the partial rows, transformWithStateInPandas runs the buckets) still PASSES, and the run says
+    which plan ran."""
+    run_dir = tmp_path / "run"
+    proc = _cepkit("pairs", "-c", str(SHORT_PAIRS), "--engine", "spark", "--set", "run.work='python'",
+                   "--out", str(run_dir), cwd=tmp_path)
+    _check_passed(run_dir, proc)
+    run = json.loads((run_dir / "engine" / "run.json").read_text())
+    assert run["plan"]["work"]["family"] == "python"
+    assert run["plan"]["work"]["queries"]["pairs"].startswith("Python plan")
+    assert run["plan"]["connectors"]["source"] == "python"
+    assert 'WORK = "python"' in (run_dir / "program.py").read_text()
 
 
 @pytest.mark.flink

@@ -104,3 +104,23 @@ def test_the_flink_program_runs_the_plan_of_its_plan_family(spec, work, plan):
         engine_module("flink").translate_pairs(PairsTranslation(spec, "keyed", work="driver"))
     with pytest.raises(CepkitError, match="work: must be one of"):
         PairsTranslation(spec, "keyed", work="gpu")
+
+
+@pytest.mark.parametrize("work, plan", [("engine", "JVM"), ("operators", "JVM"), ("jvm", "JVM"), ("python", "Python")])
+def test_the_spark_program_runs_the_plan_of_its_plan_family(spec, work, plan, tmp_path):
+    """Spark's Pairs program runs the JVM plan (cepkit.spark.PairsRealTime: partial rows in the JVM
+    source's tasks, a JVM transformWithState) for every plan family but "python", which runs the
+    Python plan (its partial rows in the Python source's partition transform); "driver" has no Pairs
+    plan and is refused in one line, and so is the Python plan in real-time mode."""
+    text = engine_module("spark").translate_pairs(PairsTranslation(spec, "keyed", work=work))
+    assert f'WORK = "{work}"' in text and "PairsProgram(STRATEGIES, PLAN, BUCKETS, WORK)" in text
+    assert f'Work "{work}" (run.work), the {plan} plan' in text and f"keyed, {plan} plan," in text
+    assert ("cepkit.spark.PairsRealTime" in text) == (plan == "JVM")
+    program = _import(write_program(text, tmp_path / "prog.py"))
+    assert program.PROGRAM.jvm == (plan == "JVM") and program.PROGRAM.work == {"family": work, "queries": {}}
+    # The JVM plan reads the JVM source; the Python one reduces each offset range in the Python source.
+    assert (program.PROGRAM.source_transform is None) == (plan == "JVM")
+    with pytest.raises(CepkitError, match="run.work = 'driver': Spark's Pairs program has no driver plan"):
+        engine_module("spark").translate_pairs(PairsTranslation(spec, "keyed", work="driver"))
+    with pytest.raises(CepkitError, match="the Python Pairs plan has no real-time form"):
+        engine_module("spark").translate_pairs(PairsTranslation(spec, "keyed", trigger="realtime", work="python"))
