@@ -32,6 +32,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from kit.datafiles import csv_header, first_line
 from kit.errors import CepkitError
 from kit.inputs import read_input_bytes
 
@@ -226,13 +227,31 @@ def own_database(dsn: str, where: str):
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+def _table_batches(table_path: Path):
+    """(column names, an iterator of its record batches) of a join table: Parquet, or a CSV
+    dataset's T.csv read as the spec types it (ID int32, T1..TM float64; datagen-micro.md),
+    block by block (J3's tables reach 100 M rows)."""
+    if Path(table_path).suffix.lower() == ".csv":
+        import pyarrow as pa
+
+        names = csv_header(Path(table_path))
+        types = {n: pa.int32() if n == "ID" else pa.float64() for n in names}
+        try:
+            reader = pacsv.open_csv(table_path, read_options=pacsv.ReadOptions(block_size=1 << 24),
+                                    convert_options=pacsv.ConvertOptions(column_types=types))
+        except (pa.ArrowException, OSError) as e:
+            raise CepkitError(f"{table_path}: cannot read as CSV: {first_line(e)}") from None
+        return names, iter(reader)
+    pf = pq.ParquetFile(table_path)
+    return pf.schema_arrow.names, pf.iter_batches(batch_size=COPY_ROWS)
+
+
 def load_table(dsn: str, table_path: Path) -> int:
-    """Copy the dataset's join table (Parquet: ID, T1..TM) into `t(id, t1..tm)` of the database
-    `dsn` names (its search path's first schema); returns rows."""
+    """Copy the dataset's join table (Parquet or CSV: ID, T1..TM) into `t(id, t1..tm)` of the
+    database `dsn` names (its search path's first schema); returns rows."""
     import psycopg
 
-    pf = pq.ParquetFile(table_path)
-    columns = pf.schema_arrow.names
+    columns, batches = _table_batches(table_path)
     if not columns or columns[0] != "ID":
         raise CepkitError(f"{table_path}: a join table must start with column ID, has {columns}")
     ddl = ", ".join(["id integer primary key"] + [f"{c.lower()} double precision" for c in columns[1:]])
@@ -244,7 +263,7 @@ def load_table(dsn: str, table_path: Path) -> int:
         options = pacsv.WriteOptions(include_header=False, batch_size=COPY_ROWS)
         with conn.cursor() as cur, cur.copy(f"COPY {TABLE} ({', '.join(c.lower() for c in columns)}) "
                                             f"FROM STDIN (FORMAT csv)") as copy:
-            for batch in pf.iter_batches(batch_size=COPY_ROWS):
+            for batch in batches:
                 block = io.BytesIO()
                 pacsv.write_csv(batch, block, write_options=options)
                 copy.write(block.getvalue())

@@ -46,6 +46,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kit.errors import CepkitError
+from runtime_common import join_table
 from runtime_common.micro_lookup import lookup_rows, table_fields
 from runtime_common.micro_rows import output_rows
 from spark_runtime.driver_cores import INPUT_PREFIX, INPUT_STREAM, DriverCores
@@ -335,7 +336,11 @@ def _table(plan: MicroPlan, spark, q):
     if plan.plan_of(q) == "broadcast_join":       # J2: read once, broadcast to every task
         if plan.table_path is None:
             raise RuntimeError(f"query {q['id']}: joins a table in memory but the program names none")
-        return F.broadcast(spark.read.parquet(plan.table_path).select(*[F.col(c).alias(f"T_{c}") for c in fields]))
+        if join_table.is_csv(plan.table_path):       # a CSV dataset's T.csv, read with the spec's types
+            table = spark.read.csv(plan.table_path, header=True, schema=join_table.spark_schema(plan.table_path))
+        else:
+            table = spark.read.parquet(plan.table_path)
+        return F.broadcast(table.select(*[F.col(c).alias(f"T_{c}") for c in fields]))
     # J3, JDBC plan: Spark's JDBC source (Debian's PostgreSQL JDBC driver, on the classpath through
     # spark.jars) reads the whole table again in every micro-batch; no join keys reach the database.
     # Broadcast, so the stream side is not shuffled: with two shuffles over the Python source in one

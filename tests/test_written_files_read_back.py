@@ -540,6 +540,8 @@ def test_querygen_micro_suites_are_checked_and_translated(tmp_path):
     ["micro.start_epoch_ms=7258118400000", "micro.zipf_s=100.0", "micro.max_id=1000",
      "micro.seed=9223372036854775807", "micro.table_rows=3", "micro.table_attributes=1000"],
     ["micro.start_epoch_ms=0", 'micro.format="csv"', "micro.max_id=2147483647", 'micro.rate.arrivals="constant"'],
+    # A CSV dataset with a join table (T.csv), which translate refused as "not Parquet".
+    ['micro.format="csv"', "micro.table_rows=5", "micro.table_attributes=2"],
 ])
 def test_datagen_micro_at_the_edges_is_validated_and_its_config_read_back(tmp_path, sets):
     """`datagen micro` with settings at their bounds -> `validate micro` and `translate micro

@@ -77,8 +77,8 @@ class MicroTranslation:
         if self.database_join not in DATABASE_JOIN_PLANS:
             raise CepkitError(f"database_join: must be one of {', '.join(DATABASE_JOIN_PLANS)}, "
                               f"got {self.database_join!r}")
-        if self.table_path is not None and Path(self.table_path).suffix != ".parquet":
-            raise CepkitError(f"{self.table_path}: the join table must be a Parquet file")
+        if self.table_path is not None and Path(self.table_path).suffix not in (".parquet", ".csv"):
+            raise CepkitError(f"{self.table_path}: the join table must be a Parquet or CSV file (datagen-micro.md)")
 
     @classmethod
     def from_files(cls, spec_xml: Path, dataset_dir: Path | None = None, workload_name: str | None = None,

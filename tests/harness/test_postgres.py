@@ -66,6 +66,27 @@ def test_table_loaded_queried_and_server_gone_after_stop(tmp_path):
         psycopg.connect(pg.dsn, connect_timeout=2)
 
 
+def test_a_csv_datasets_table_loads_as_its_parquet_twin_does(tmp_path):
+    # A CSV dataset (micro.format = "csv") has T.csv: read with the spec's types (ID int32, T1..TM
+    # float64), never inferred, every double back bit for bit.
+    import pyarrow.csv as pacsv
+
+    ids = np.arange(1, 301, dtype=np.int32)
+    t1 = np.random.default_rng(2).uniform(1, 100, 300)
+    t2 = np.full(300, 3.0)                        # integral doubles: a CSV reader would infer int64
+    table = pa.table({"ID": ids, "T1": t1, "T2": t2})
+    pacsv.write_csv(table, tmp_path / "T.csv")
+    with PostgresServer(tmp_path / "pg") as pg:
+        assert pg.load_table(tmp_path / "T.csv") == 300
+        with psycopg.connect(pg.dsn) as conn:
+            every = conn.execute("SELECT id, t1, t2 FROM t ORDER BY id").fetchall()
+            kinds = conn.execute("SELECT data_type FROM information_schema.columns WHERE table_name = 't' "
+                                 "ORDER BY ordinal_position").fetchall()
+    assert [r[0] for r in every] == ids.tolist() and [r[1] for r in every] == t1.tolist()
+    assert [r[2] for r in every] == t2.tolist()
+    assert [k[0] for k in kinds] == ["integer", "double precision", "double precision"]
+
+
 def test_refuses_an_existing_directory_and_a_bad_table(tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(CepkitError, match="already exists"):
