@@ -11,7 +11,9 @@
 - pairs.py: the Pairs plans: the JVM plan (java/cepkit/flink/PairsFlink.java over the shared Java
   logic of runtime_common/java, in Flink's operators) and the Python plan (runtime_common's Python
   logic in keyed functions);
-- micro.py: the microbenchmark query kinds in Flink SQL (and Python where SQL cannot say it).
+- micro.py: the microbenchmark query kinds in Flink SQL, the kit's Java logic in keyed operators
+  (java/cepkit/flink/MicroFlink.java) or its Python cores in a keyed function, as each query's plan
+  says; jdbc.py: J3's JDBC connection for its lookup in the JVM (java/cepkit/flink/MicroLookup.java).
 
 It imports pyflink, pandas, pyarrow, numpy (and psycopg for J3), of cepkit only runtime_common
 and kit's records, output-log names, errors and wire (tests/test_layering.py checks it). It runs

@@ -35,6 +35,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from flink_runtime.emitter import arrow_schema, sink_client
 from flink_runtime.feed import event_fields
+from flink_runtime.jdbc import jdbc_driver_jar, jdbc_target
 from flink_runtime.tables import events_table
 from runtime_common.micro_cores import CORES
 from runtime_common.micro_lookup import lookup_rows
@@ -142,6 +143,13 @@ def jvm_feed(queries, plans: dict) -> bool:
     return all(plans[q["id"]] != "python" for q in queries)
 
 
+def sink_layout(q: dict) -> dict:
+    """The HarnessSink layout of a Java query's Rows (`stream`, the query's fields, `ingestTS`):
+    {id: [[field, type, position], ...]}."""
+    columns = [*zip(q["fields"], q["types"]), ("ingestTS", "long")]
+    return {q["id"]: [[name, kind, i + 1] for i, (name, kind) in enumerate(columns)]}
+
+
 class MicroProgram:
     """What a generated micro program for Flink runs: `run_app(PROGRAM.build, ...)`. `plans`: each
     query's plan ("sql", "jvm", "python"; default: "sql" for the queries with SQL, else "python");
@@ -159,6 +167,7 @@ class MicroProgram:
                 raise ValueError(f"query {q['id']}: plan {plan!r}; one of {', '.join(PLANS)}, sql exactly "
                                  "for the queries with SQL")
         self.work = work
+        self._jars: set[str] = set()
 
     def _of(self, plan: str) -> tuple:
         return tuple(q for q in self.queries if self.plans[q["id"]] == plan)
@@ -230,6 +239,22 @@ class MicroProgram:
                 streams[q["id"]] = columns
         return streams
 
+    def _lookup(self, job, j_events, q: dict):
+        """J3 in the JVM (cepkit.flink.MicroLookup): its DSN from the program's environment (a
+        cluster's TaskManagers do not have it: it travels in the job, as the run's secret does)."""
+        from pyflink.java_gateway import get_gateway
+
+        dsn = os.environ.get("CEPKIT_PG_DSN")
+        if not dsn:
+            raise RuntimeError(f"query {q['id']}: CEPKIT_PG_DSN is not set (the PostgreSQL connection string for J3)")
+        url, props = jdbc_target(dsn)
+        jar = jdbc_driver_jar()
+        if jar not in self._jars:
+            job.env.add_jars("file://" + jar)
+            self._jars.add(jar)
+        return get_gateway().jvm.cepkit.flink.MicroLookup.plan(j_events, json.dumps(q), url, json.dumps(props),
+                                                                int(job.parallelism))
+
     def _java(self, job, rows, stamp: bool) -> dict:
         """The Java queries (cepkit.flink.MicroFlink) over the events' Rows in feed order (one task),
         each to the JVM sink; with `stamp` the Rows get their TS as timestamps and its watermark first."""
@@ -249,9 +274,12 @@ class MicroProgram:
         whole = 0
         for q in queries:
             text = json.dumps(q)
-            j_rows = micro.plan(j_events, text, whole, int(job.parallelism))
-            whole += not (q["kind"] == "pattern" and q.get("key"))
-            sink_stream(job, DataStream(j_rows), 0, json.loads(micro.sinkLayout(text)))
+            if q["kind"] == "table_join":
+                j_rows = self._lookup(job, j_events, q)
+            else:
+                j_rows = micro.plan(j_events, text, whole, int(job.parallelism))
+                whole += not (q["kind"] == "pattern" and q.get("key"))
+            sink_stream(job, DataStream(j_rows), 0, sink_layout(q))
             job.sink_used = job.sink_used or "jvm"
             streams[q["id"]] = [*q["fields"], "ingestTS"]
         return streams

@@ -32,7 +32,8 @@ FAMILIES = ("engine", "operators", "jvm", "python")
 PLANS = ("sql", "jvm", "python")
 # Where each plan's per-event work runs, in words (the program's doc).
 WHERE = {"sql": "Flink SQL, in Flink's own operators",
-         "jvm": "the kit's Java logic (cepkit.logic) as user code in a Flink KeyedProcessFunction",
+         "jvm": ("the kit's Java logic (cepkit.logic) as user code in a Flink KeyedProcessFunction (J3: a "
+                 "JDBC lookup in Flink's async I/O operator)"),
          "python": "Python user code in a keyed PyFlink function (QueryFunction), one key per query"}
 
 
@@ -47,8 +48,11 @@ def flink_plan(q: dict, work: str = "engine") -> tuple[str, str]:
     if kind == "table_join":
         if q["storage"] == "memory":
             return "sql", "a join with the table loaded into Flink"
-        return "python", ("Flink SQL's lookup join needs the JDBC connector, which PyFlink does not ship: "
-                          "one PostgreSQL query per range of events, in Python")
+        if work == "python":
+            return "python", "run.work = \"python\": one PostgreSQL query per range of events, in Python"
+        return "jvm", ("Flink SQL's lookup join needs the JDBC connector, which PyFlink does not ship: Flink's "
+                       "async I/O operator asks PostgreSQL through Debian's JDBC driver, one query per batch of "
+                       "pending events")
     if kind not in ("time_window", "pattern", "count_window", "window_join"):
         raise CepkitError(f"query {q['id']}: no Flink translation for kind {kind}")
     if work == "python":
@@ -87,6 +91,8 @@ def plan_label(q: dict, plan: str) -> str:
         if what is None:
             what = "interval self-join"
         return f"Flink SQL ({what})"
+    if plan == "jvm" and q["kind"] == "table_join":
+        return "Java JDBC lookup in Flink's async I/O operator"
     if plan == "jvm":
         how = f"keyed by {q['key']}" if q["kind"] == "pattern" and q.get("key") else "one key"
         return f"Java logic in a KeyedProcessFunction ({how})"

@@ -90,9 +90,21 @@ def _rows(streams: dict) -> tuple[list[str], list[str], list[list]]:
     return columns, types, values
 
 
+def _run(cases: list[dict], **extra) -> dict:
+    """The cases' rows, one job per 40 plans (micro_plan_runner.py)."""
+    got = {}
+    for start in range(0, len(cases), 40):
+        spec = {"jar": str(build_jar()), "parallelism": 2, "block": BLOCK, "cases": cases[start:start + 40], **extra}
+        proc = subprocess.run([engine_python("flink"), str(RUNNER)], input=json.dumps(spec), capture_output=True,
+                              text=True, timeout=900, cwd=checkout_root(), env={"PYTHONPATH": str(checkout_root()),
+                                                                                "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        got.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return got
+
+
 @pytest.fixture(scope="module")
 def results():
-    jar = build_jar()
     cases, expected = [], {}
     for i, (name, query, streams) in enumerate(_cases()):
         q = {**query_literal(query), "id": f"c{i}"}        # one job holds many: each its own id (its uid)
@@ -104,15 +116,7 @@ def results():
             cases.append({"name": f"{name}/{mode}", "query": {**q, "id": f"{q['id']}-{mode}"}, "columns": columns,
                           "types": types, "rows": values, "mode": mode})
         expected[name] = (query, q, expected_for_query(query, streams, None))
-    got = {}
-    for start in range(0, len(cases), 40):          # one job per 40 plans
-        spec = {"jar": str(jar), "parallelism": 2, "block": BLOCK, "cases": cases[start:start + 40]}
-        proc = subprocess.run([engine_python("flink"), str(RUNNER)], input=json.dumps(spec), capture_output=True,
-                              text=True, timeout=900, cwd=checkout_root(), env={"PYTHONPATH": str(checkout_root()),
-                                                                                "PATH": "/usr/bin:/bin"})
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        got.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-    return expected, got
+    return expected, _run(cases)
 
 
 def _frame(rows: list[list], q: dict) -> pd.DataFrame:
@@ -160,3 +164,49 @@ def test_two_splits_interleaved_go_wrong(results):
             except AssertionError:
                 wrong += 1
     assert wrong >= 8, wrong
+
+
+@pytest.mark.postgres
+def test_j3_s_jdbc_lookup_matches_the_reference(tmp_path):
+    """J3 as a JDBC lookup in Flink's async I/O operator (cepkit.flink.MicroLookup), against a
+    private PostgreSQL holding the table: every event's match and the conditions on both sides, keys
+    the table lacks (IDs beyond its rows), a double key (an A field) compared as a number, rows
+    bit for bit with the reference's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.postgres import PostgresServer
+    from kit.workload import TableJoin
+    from translators.micro_literal import query_literal as literal
+    from flink_runtime.jdbc import jdbc_driver_jar, jdbc_target
+
+    rng = np.random.default_rng(4)
+    table = pd.DataFrame({"ID": np.arange(1, 41, dtype=np.int32), "T1": rng.uniform(0, 100, 40),
+                          "T2": rng.uniform(0, 100, 40), "T3": rng.integers(1, 30, 40).astype(np.float64)})
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp_path / "T.parquet")
+    streams = inputs(60, seed=7, n=200, span_ms=3000)[0]
+    streams = {n: df.assign(A3=np.floor(df["A1"].to_numpy() / 2)) for n, df in streams.items()}
+    queries = [
+        TableJoin("j", "S1", "T", "database", "ID", "ID", ("S1.ID", "S1.A1", "T.ID", "T.T1", "T.T2")),
+        TableJoin("j", "S2", "T", "database", "ID", "ID", ("S2.ID", "S2.TS", "T.T2"),
+                  (Comparison("S2.A1", "lt", 50.0), Comparison("T.T1", "ge", 20.0))),
+        TableJoin("j", "S1", "T", "database", "A3", "ID", ("S1.A3", "T.T3", "S1.TS")),
+    ]
+    cases, expected = [], {}
+    for i, query in enumerate(queries):
+        q = {**literal(query), "id": f"j{i}-ordered"}
+        columns, types, values = _rows(streams)
+        cases.append({"name": f"j3-{i}/ordered", "query": q, "columns": columns, "types": types, "rows": values,
+                      "mode": "ordered"})
+        expected[f"j3-{i}"] = (q, expected_for_query(query, streams, table))
+    with PostgresServer(tmp_path / "postgres") as pg:
+        assert pg.load_table(tmp_path / "T.parquet") == 40
+        url, props = jdbc_target(pg.dsn)
+        got = _run(cases, jars=[jdbc_driver_jar()], jdbc={"url": url, "properties": props})
+    for name, (q, exp) in expected.items():
+        assert len(exp) > 20, name
+        rows = _frame(got[f"{name}/ordered"], {**q, "id": f"j{name[3:]}"})
+        try:
+            assert_bits(rows, exp.reset_index(drop=True), q)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from None

@@ -113,10 +113,10 @@ refused, built = [], 0
 for i, item in enumerate(spec["items"]):
     try:
         query = json.dumps({**item["query"], "id": f"q{i}"})
-        out = DataStream(micro.plan(rows._j_data_stream, query, i, 2))
-        layout = json.loads(micro.sinkLayout(query))
-        assert [c[0] for c in layout[f"q{i}"]] == [*item["query"]["fields"], "ingestTS"]
-        out.map(lambda r: 0, output_type=Types.INT())
+        j_out = micro.plan(rows._j_data_stream, query, i, 2)
+        names = list(j_out.getType().getFieldNames())
+        assert names == ["stream", *item["query"]["fields"], "ingestTS"], names
+        DataStream(j_out).map(lambda r: 0, output_type=Types.INT())
         built += 1
     except Exception as e:
         lines = [l.strip() for l in str(e).splitlines() if "Exception: " in l] or str(e).splitlines()[:1]
@@ -129,8 +129,8 @@ print(json.dumps({"built": built, "refused": refused, "nodes": len(plan["nodes"]
 def test_every_shipped_stateful_query_builds_its_java_plan_in_flink():
     """Every shipped query of a stateful kind (count and time windows, window joins, patterns) is
     built as its Java-logic plan (`run.work = "jvm"`: cepkit.flink.MicroFlink over the feed's
-    columns, its sink layout its fields and ingestTS), in one JVM, without running a job; a literal
-    the Java logic refuses is reported."""
+    columns, its output Rows the stream, its fields and ingestTS), in one JVM, without running a
+    job; a literal the Java logic refuses is reported."""
     from harness.flink_jar import build_jar
 
     items = []
@@ -138,7 +138,7 @@ def test_every_shipped_stateful_query_builds_its_java_plan_in_flink():
         for quick in (False, True):
             for w in read_suite(suite_path(name, quick=quick)).workloads:
                 for q in map(query_literal, w.queries):
-                    if flink_plan(q, "jvm")[0] == "jvm":
+                    if flink_plan(q, "jvm")[0] == "jvm" and q["kind"] != "table_join":
                         items.append({"name": f"{name}{'-quick' if quick else ''}/{w.name}/{q['id']}", "query": q})
     assert {item["query"]["kind"] for item in items} == {"count_window", "time_window", "window_join", "pattern"}
     # The check can fail: a count window aggregating a field the feed's events do not have.

@@ -77,7 +77,7 @@ public final class MicroFlink {
 
   /**
    * The query's plan over the feed's event Rows: its output Rows, {@code stream} (the query's id),
-   * its fields in order, then {@code ingestTS}, for a HarnessSink (see {@link #sinkLayout}).
+   * its fields in order, then {@code ingestTS}, for a HarnessSink.
    *
    * @param events      the feed's Rows (the columns ID, A1..An, TS, stream, offset, ingestTS by name)
    *                    in feed order, with their TS as timestamps and watermarks (FeedSource's; the
@@ -131,19 +131,6 @@ public final class MicroFlink {
     return events.assignTimestampsAndWatermarks(WatermarkStrategy.<Row>forMonotonousTimestamps()
         .withTimestampAssigner((row, previous) -> ((Number) row.getField(ts)).longValue()))
         .name("cepkit event time").setParallelism(events.getParallelism());
-  }
-
-  /** The HarnessSink layout of {@link #plan}'s Rows: {@code {id: [[field, type, position], ...]}}. */
-  public static String sinkLayout(String queryJson) {
-    MicroQuery q = MicroQuery.fromJson(queryJson);
-    StringBuilder b = new StringBuilder("{\"").append(q.id()).append("\": [");
-    String[] fields = q.fields();
-    String[] types = q.types();
-    for (int i = 0; i < fields.length; i++) {
-      b.append("[\"").append(fields[i]).append("\", \"").append(types[i]).append("\", ").append(i + 1).append("], ");
-    }
-    return b.append("[\"").append(INGEST_TS).append("\", \"long\", ").append(fields.length + 1).append("]]}")
-        .toString();
   }
 
   /** Positions in the Rows of: ID, TS, stream, offset, ingestTS, then A1..A{attributes}. */
