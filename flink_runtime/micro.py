@@ -181,8 +181,9 @@ class MicroProgram:
             fields.append((STREAM, Types.STRING()))
         if jvm_feed(self.queries, self.plans) and getattr(job, "connectors", "jvm") == "jvm":
             constants = [] if single is None else [(STREAM, single)]
-            if java_queries:
-                # One split: the Java logic needs each key's events in feed order (MicroFlink's doc says why).
+            if any(q["kind"] != "table_join" for q in java_queries):
+                # One split: the Java logic needs each key's events in feed order (MicroFlink's doc says
+                # why); J3's lookups need no order.
                 from flink_runtime.jvm import feed_stream
 
                 rows = feed_stream(job, constants, 1)
