@@ -473,3 +473,31 @@ def _program_env(hosts, name: str) -> set[str]:
         except OSError:
             continue
     return found
+
+
+def test_the_default_plan_runs_its_per_event_work_on_both_worker_hosts(hosts, tmp_path):
+    """Plans that scale out (issue 44): a keyed pattern at 30,000 ev/s in the default plan family
+    runs its per-event work in the worker hosts' JVMs (Spark's executors, Flink's TaskManagers),
+    both of them busy and together busier than the driver or client on the harness host."""
+    from tests.cepkit_app import scale_out
+
+    settings = {"engine": hosts["ENGINE"], "master": hosts["MASTER_URL"], "feed_bind": hosts["HARNESS_ADDR"],
+                "checkpoint_url": f"file://{hosts['SHARED_DIR']}/checkpoints", "worker_python": hosts["WORKER_PYTHON"],
+                "cluster_credentials": hosts["CREDENTIALS"]}
+    sets = [a for k, v in settings.items() for a in ("--set", f"run.{k}={json.dumps(v)}")]
+    run_dir = tmp_path / "run"
+    proc = _cepkit(hosts, "micro", "--suite-file", REPO / scale_out.SUITE, *sets, "--out", run_dir, cwd=tmp_path)
+    on_workers: set[int] = set()        # the worker hosts' processes while the run lasts (executors end with it)
+    while proc.poll() is None:
+        on_workers |= set(_worker_processes(hosts))
+        time.sleep(1)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, (out + err)[-3000:]
+    (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
+    assert row["verdict"] == "PASSED", row
+    run = json.loads((run_dir / scale_out.WORKLOAD / "engine" / "run.json").read_text())
+    assert run["plan"]["work"]["family"] == "engine", run["plan"]
+    split = scale_out.assert_on_workers(run)
+    # The busy worker JVMs are the worker hosts' processes (their network namespaces).
+    assert set(split["workers"]) <= on_workers, (split, sorted(on_workers))
+    print(f"\n{hosts['ENGINE']} across hosts: work split {split}; plan: {run['plan']['work_text']}")
