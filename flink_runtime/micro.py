@@ -27,7 +27,6 @@ import json
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.functions import FlatMapFunction
@@ -37,6 +36,7 @@ from flink_runtime.emitter import arrow_schema, sink_client
 from flink_runtime.feed import event_fields
 from flink_runtime.jdbc import jdbc_driver_jar, jdbc_target
 from flink_runtime.tables import events_table
+from runtime_common import join_table
 from runtime_common.micro_cores import CORES
 from runtime_common.micro_lookup import lookup_rows
 from runtime_common.micro_rows import output_rows, routed
@@ -229,7 +229,7 @@ class MicroProgram:
         for name in sorted({s for q in self.queries for s in q["inputs"]}):
             tables.create_temporary_view(name, tables.sql_query(f"SELECT * FROM events WHERE `stream` = '{name}'"))
         if self.table_path:
-            frame = pq.read_table(self.table_path).to_pandas()
+            frame = join_table.read(self.table_path).to_pandas()     # T.parquet, or a CSV dataset's T.csv
             tables.create_temporary_view("T", tables.from_pandas(frame))
         streams = {}
         for q in self.queries:
