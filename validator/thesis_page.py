@@ -161,6 +161,10 @@ class MicroPoint:
     # on a point an older page kept).
     failed_eps: float | None = None
     unbounded: bool = False
+    # The plan (family; source -> sink) and what bounded the search (its first failing step's
+    # verdict); "" on a point measured before plan families and verdicts (a kept page's).
+    plan: str = ""
+    bound: str = ""
 
     @property
     def eps_text(self) -> str:
@@ -272,7 +276,8 @@ def read_micro_points(paths: Sequence[str | Path]) -> tuple[MicroPoint, ...]:
             failed = lowest_failing_eps(steps)
             out.append(MicroPoint(engine, suite.name, suite.quick, name, w.experiment,
                                   {prm.name: prm.value for prm in w.params}, eps, bool(row.get("confirmed")),
-                                  low, high, searches, str(run), failed, failed is None))
+                                  low, high, searches, str(run), failed, failed is None,
+                                  str(row.get("connectors") or ""), str(row.get("bound") or "")))
     return tuple(out)
 
 
@@ -447,9 +452,12 @@ def _micro_rows(points: Sequence[MicroPoint]) -> list[dict]:
         if p.low_eps is not None and p.high_eps is not None and p.eps is not None:
             eps += f" [{p.low_eps:,.0f}–{p.high_eps:,.0f}] (median of {p.searches} searches)"
         flags = [w for w, on in (("quick suite: not the thesis's parameters", p.quick),
-                                 ("not confirmed", not p.confirmed)) if on]
+                                 ("not confirmed", not p.confirmed),
+                                 ("measured before plan families: may be the kit's core, not the engine", not p.plan))
+                 if on]
         out.append({"suite": p.suite, "experiment": p.experiment, "workload": p.workload, "engine": p.engine,
                     "params": ", ".join(f"{k}={v}" for k, v in p.params.items()), "eps": eps,
+                    "plan": p.plan or "not recorded", "bound": p.bound or "not recorded",
                     "flags": "; ".join(flags), "source": p.source, "point": dataclasses.asdict(p)})
     return out
 
@@ -535,9 +543,10 @@ def markdown(table: list[dict], micro: list[dict], details: list[dict] = ()) -> 
     lines += ["", THESIS_NOTES["table"], ""]
     if micro:
         lines += ["## Microbenchmarks (maximum sustainable throughput, events/s per stream)", "",
-                  "| suite | experiment | workload | engine | params | sustainable ev/s | note |", "|---|---|---|---|---|---|---|"]
+                  "| suite | experiment | workload | engine | params | sustainable ev/s | plan | bound (first failing step) "
+                  "| note |", "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {m['suite']} | {m['experiment']} | {m['workload']} | {m['engine']} | {m['params']} | {m['eps']} | "
-                  f"{m['flags']} |" for m in micro]
+                  f"{m['plan']} | {m['bound']} | {m['flags']} |" for m in micro]
         lines += ["", THESIS_NOTES["bracket"], "", THESIS_NOTES["q7"], "", THESIS_NOTES["count"], ""]
     if details:
         lines += ["## The standard runs in detail", ""] + _details_markdown(list(details))

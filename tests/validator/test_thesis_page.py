@@ -40,7 +40,9 @@ def sustainable_run(run: Path, engine: str, suite_name: str, workloads: list[str
     for w in chosen:
         rate = eps[w.name]
         steps = [Step(1, rate, "confirm", True, "ok", "completed", "PASSED", 0, 10, 100, 200, 900.0, 150.0,
-                      str(run / w.name / "step-01"), None, 500, 190, 230, 120)]
+                      str(run / w.name / "step-01"), None, 500, 190, 230, 120,
+                      {"source": "jvm", "sink": "jvm", "why": None}, None,
+                      {"family": "engine", "queries": {"q7": "Java PatternLogic"}})]
         if failing and w.name in failing:
             steps.insert(0, Step(0, failing[w.name], "explore", False, "behind", "completed", "NOT VALIDATED",
                                  10**6, 10, 900, 2000, 900.0, 190.0, str(run / w.name / "step-00")))
@@ -123,6 +125,7 @@ def test_micro_points_carry_the_thesis_parameters(runs):
     assert w60.experiment == "interval" and w60.params["within_ms"] == "60000"
     assert w60.params["max_id"] == "10000" and w60.params["selectivity"] == "0.001"
     assert w60.eps == 2000.0 and w60.solid
+    assert w60.plan == "engine; jvm -> jvm"        # the plan family and connectors its search ran
 
 
 def test_a_quick_run_is_not_the_thesis_run(runs, tmp_path):
