@@ -125,7 +125,11 @@ def _label(proc: psutil.Process, kind: str, part: str) -> str:
             if needle in cmd:
                 return name
         return f"the engine program's Python (pid {proc.pid})"
-    return f"{proc.name() if proc.is_running() else 'a process'} (pid {proc.pid})"
+    try:
+        name = proc.name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        name = "a process"          # gone since it was listed: a sample must not end the run
+    return f"{name} (pid {proc.pid})"
 
 
 def tree_rss(procs, vms_of: dict[int, int]):

@@ -530,8 +530,8 @@ def throughput_page(path: Path = THROUGHPUT) -> str | None:
              "connectors its runs used (source → sink; a sink `driver-collect` means the plan collects every "
              "answer to Spark's driver, where the kit's core runs) and the verdict of its search's first failing step "
              "(what bounded it: [what bounds a run](../concepts/bounds.md)).", ""]
-    head = ("workload", "engine", "trigger", "connectors", "max sustainable ev/s", "lowest failing ev/s",
-            "bound (first failing step)", "steps")
+    head = ("workload", "engine", "trigger", "plan family", "connectors", "max sustainable ev/s",
+            "lowest failing ev/s", "bound (first failing step)", "steps")
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     order = {"ceiling-kit-null": 0, "ceiling-kit-pass-through": 1}
     for pt in sorted(points, key=lambda p: (p.get("engine", ""), p.get("trigger", ""),
@@ -541,8 +541,10 @@ def throughput_page(path: Path = THROUGHPUT) -> str | None:
                       if c else NOT_RECORDED)
         failing = pt.get("lowest_failing_eps")
         trigger = "streaming" if pt.get("engine") == "flink" else pt.get("trigger")   # Flink has no trigger
+        # A point recorded before plan families ran the plans of its day (Spark's cores on the driver).
+        family = pt.get("family") or "not recorded (before plan families)"
         lines.append(f"| {_cell(pt.get('workload'))} | {_cell(pt.get('engine'))} | {_recorded(trigger)} | "
-                     f"{connectors} | "
+                     f"{_cell(family)} | {connectors} | "
                      f"{_eps_cell(pt)} | {'none' if failing is None else f'{failing:,.0f}'} | "
                      f"{'none: every step kept up' if failing is None else _recorded((pt.get('bound') or {}).get('label'))} | "
                      f"{_recorded(pt.get('steps'))} |")
@@ -558,6 +560,8 @@ def throughput_page(path: Path = THROUGHPUT) -> str | None:
                               ("alone on the machine", "yes" if pt.get("alone") else None),
                               ("repetitions", pt.get("repetitions")), ("steps", pt.get("steps")),
                               ("step length", f"{pt.get('step_seconds')} s" if pt.get("step_seconds") else None),
+                              ("plan", "; ".join(f"{q}: {p}" for q, p in
+                                                 ((pt.get("work") or {}).get("queries") or {}).items()) or None),
                               ("what bounded it", (pt.get("bound") or {}).get("why")),
                               ("run directory", pt.get("run"))])
     return "\n".join(lines) + "\n"

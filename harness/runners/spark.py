@@ -19,7 +19,14 @@ from harness.runners import Launch
 
 def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     conf, applied, extra_env = engine_conf(spec), {}, {}
-    submit = spark_submit_command(spec, args, conf)
+    submit_env = dict(env)
+    if spec.launch == "external":
+        # The script run by hand needs the runtime jar as much as the harness's launch does: the
+        # default plans (the Java logic, Pairs' JVM plan) run its classes.
+        jar_conf, jar_env, applied["runtime_jar"] = runtime_jar_settings(conf, {}, spec.master, spec.python)
+        submit, submit_env = spark_submit_command(spec, args, jar_conf), {**env, **jar_env}
+    else:
+        submit = spark_submit_command(spec, args, conf)
     scratch = scratch_dir(spec)
     if scratch is not None:         # in local mode spark.local.dir follows java.io.tmpdir
         conf = with_driver_java_options(conf, f"-Djava.io.tmpdir={scratch}")
@@ -34,7 +41,7 @@ def launch(spec: EngineRunSpec, args: list[str], env: dict[str, str]) -> Launch:
     if scratch is not None:         # the Python processes' temporary files too (the source's pause file)
         extra_env = {**extra_env, "TMPDIR": str(scratch)}
     command = python_command(spec, args, conf) if spec.launch == "harness" else submit
-    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, env, secret_file(spec)), extra_env, applied,
+    return Launch(command, SUBMIT_SCRIPT, submit_script(submit, submit_env, secret_file(spec)), extra_env, applied,
                   scratch)
 
 

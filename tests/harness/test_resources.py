@@ -55,3 +55,25 @@ def test_the_kits_own_processes_are_sampled_apart_and_judged_per_process(tmp_pat
     # The verdict reads these parts: the busy feed bounds a run that fell behind once it is saturated.
     saturated = [{**top, "cpu_percent": 97.0}]
     assert judge(parts["cpu_percent"], saturated, parts["cores"], kept_up=False).label == "kit-bound (feed)"
+
+
+def test_a_process_gone_before_it_is_labelled_does_not_end_the_sampler():
+    # A process the sampler listed may exit before its label is read (seen across hosts: the
+    # run ended with a NoSuchProcess traceback from proc.name()).
+    import subprocess
+    import sys
+
+    import psutil
+
+    from harness.resources import _label
+
+    class ExitsMidLabel(psutil.Process):
+        """Alive when asked, gone when read: the window between the two."""
+
+        def is_running(self):
+            return True
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc = ExitsMidLabel(child.pid)
+    child.wait()
+    assert _label(proc, "other", "engine") == f"a process (pid {child.pid})"

@@ -138,7 +138,11 @@ def test_quick_pairs_passes_across_hosts_and_refuses_a_host_without_the_secret(h
                                 _CAPTURE, str(capture_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(1.0)
     secrets_seen: set[str] = set()
-    proc = _cepkit(hosts, "pairs", "-c", _config(hosts, tmp_path / "run.toml"), "--out", run_dir, cwd=tmp_path)
+    # The Python plan (run.work = "python"): its Python workers on the worker hosts show the runtime
+    # shipped the engine's way (the default JVM plan across hosts is the cut-link test's and the
+    # scale-out test's).
+    proc = _cepkit(hosts, "pairs", "-c", _config(hosts, tmp_path / "run.toml", work="python"), "--out", run_dir,
+                   cwd=tmp_path)
     # Meanwhile a stranger on worker-2, without the cluster's credentials, submits a program of its own.
     stranger = _submit_as_stranger(hosts, tmp_path)
     # While it runs: the engine's Python workers on the worker hosts, and a stranger on worker-2
