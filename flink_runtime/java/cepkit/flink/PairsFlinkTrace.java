@@ -3,6 +3,7 @@ package cepkit.flink;
 import cepkit.logic.PairsBook;
 import cepkit.logic.PairsBucket;
 import cepkit.logic.PairsLayout;
+import cepkit.logic.PairsMemoryStore;
 import cepkit.logic.PairsPartials;
 
 import java.io.BufferedReader;
@@ -161,50 +162,6 @@ public final class PairsFlinkTrace {
   // -- restore ------------------------------------------------------------------------------------
 
   /** A bucket's records in keyed state, and a copy of them as a checkpoint keeps it. */
-  private static final class MemoryStore implements PairsBucket.Store {
-    private byte[] clock;
-    private final Map<Integer, byte[]> symbols = new HashMap<>();
-    private byte[] books;
-
-    MemoryStore copy() {
-      MemoryStore c = new MemoryStore();
-      c.clock = clock == null ? null : clock.clone();
-      symbols.forEach((k, v) -> c.symbols.put(k, v.clone()));
-      c.books = books == null ? null : books.clone();
-      return c;
-    }
-
-    @Override
-    public byte[] clock() {
-      return clock;
-    }
-
-    @Override
-    public void clock(byte[] record) {
-      clock = record;
-    }
-
-    @Override
-    public byte[] symbol(int code) {
-      return symbols.get(code);
-    }
-
-    @Override
-    public void symbol(int code, byte[] record) {
-      symbols.put(code, record);
-    }
-
-    @Override
-    public byte[] books() {
-      return books;
-    }
-
-    @Override
-    public void books(byte[] record) {
-      books = record;
-    }
-  }
-
   static List<String> restore(String strategies, List<Row> ticks, int buckets, Random rng) {
     PairsLayout layout = PairsLayout.fromJson(strategies, buckets, null);
     List<String> out = new ArrayList<>();
@@ -224,13 +181,13 @@ public final class PairsFlinkTrace {
       }
     };
     // The job's state: the partials operator's, each bucket's records and decoded bucket (key b is bucket b).
-    Map<Integer, MemoryStore> stores = new HashMap<>();
+    Map<Integer, PairsMemoryStore> stores = new HashMap<>();
     Map<Integer, PairsBucket> logic = new HashMap<>();
     PairsPartials partials = new PairsPartials(layout);
     // The last checkpoint: where the source was, the partials' state, the buckets' records, the answers.
     int cpAt = 0;
     long[] cpPartials = partials.state();
-    Map<Integer, MemoryStore> cpStores = new HashMap<>();
+    Map<Integer, PairsMemoryStore> cpStores = new HashMap<>();
     int cpOut = 0;
     int failures = 0;
     int at = 0;
@@ -239,7 +196,7 @@ public final class PairsFlinkTrace {
     PairsPartials.Out route = (key, granule, code, cnt, sum, price, offset, tickTs, ts, ingestTs) -> {
       PairsBucket bucket = logic.computeIfAbsent(key, k -> new PairsBucket(layout.buckets.get(k), layout.granuleMs));
       if (!bucket.attached()) {
-        bucket.attach(stores.computeIfAbsent(key, k -> new MemoryStore()));
+        bucket.attach(stores.computeIfAbsent(key, k -> new PairsMemoryStore()));
       }
       bucket.process(granule, code, cnt, sum, price, tickTs, ts, ingestTs, sink);
       bucket.flush();
@@ -254,7 +211,7 @@ public final class PairsFlinkTrace {
         cpAt = at;
         cpPartials = partials.state();
         cpStores = new HashMap<>();
-        for (Map.Entry<Integer, MemoryStore> e : stores.entrySet()) {
+        for (Map.Entry<Integer, PairsMemoryStore> e : stores.entrySet()) {
           cpStores.put(e.getKey(), e.getValue().copy());
         }
         cpOut = out.size();
@@ -265,7 +222,7 @@ public final class PairsFlinkTrace {
         partials = new PairsPartials(layout);
         partials.restore(cpPartials);
         stores.clear();
-        for (Map.Entry<Integer, MemoryStore> e : cpStores.entrySet()) {
+        for (Map.Entry<Integer, PairsMemoryStore> e : cpStores.entrySet()) {
           stores.put(e.getKey(), e.getValue().copy());
         }
         logic.clear();

@@ -3,6 +3,7 @@ package cepkit.spark;
 import cepkit.logic.PairsBook;
 import cepkit.logic.PairsBucket;
 import cepkit.logic.PairsLayout;
+import cepkit.logic.PairsMemoryStore;
 
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
@@ -66,9 +67,9 @@ public final class PairsTrace {
     int buckets = Integer.parseInt(args[2]);
     Random rng = new Random(Long.parseLong(args[3]));
     PairsLayout layout = PairsLayout.fromJson(strategies, buckets, null);
-    Map<Integer, MemoryStore> stored = new HashMap<>();
+    Map<Integer, PairsMemoryStore> stored = new HashMap<>();
     for (int b = 0; b < layout.keys.length; b++) {
-      stored.put(layout.keys[b], new MemoryStore());
+      stored.put(layout.keys[b], new PairsMemoryStore());
     }
     List<String> out = new ArrayList<>();
     PairsBook.Out sink = new PairsBook.Out() {
@@ -102,7 +103,7 @@ public final class PairsTrace {
     }
   }
 
-  private static void realTime(List<Row> ticks, PairsLayout layout, Map<Integer, MemoryStore> stored, Random rng,
+  private static void realTime(List<Row> ticks, PairsLayout layout, Map<Integer, PairsMemoryStore> stored, Random rng,
                                PairsBook.Out sink) {
     Map<Integer, PairsBucket> logic = new HashMap<>();
     PairsRealTime.TickRows rowsOf = new PairsRealTime.TickRows(layout);
@@ -139,7 +140,7 @@ public final class PairsTrace {
     }
   }
 
-  private static void microBatches(List<Row> ticks, PairsLayout layout, Map<Integer, MemoryStore> stored, Random rng,
+  private static void microBatches(List<Row> ticks, PairsLayout layout, Map<Integer, PairsMemoryStore> stored, Random rng,
                                    PairsBook.Out sink, List<String> out) {
     PairsRealTime.TickRows rowsOf = new PairsRealTime.TickRows(layout);
     int start = 0;
@@ -161,8 +162,8 @@ public final class PairsTrace {
           byKey.computeIfAbsent(r.getInt(0), k -> new ArrayList<>()).add(r);
         }
       }
-      Map<Integer, MemoryStore> before = new HashMap<>();
-      for (Map.Entry<Integer, MemoryStore> e : stored.entrySet()) {
+      Map<Integer, PairsMemoryStore> before = new HashMap<>();
+      for (Map.Entry<Integer, PairsMemoryStore> e : stored.entrySet()) {
         before.put(e.getKey(), e.getValue().copy());
       }
       while (true) {
@@ -179,7 +180,7 @@ public final class PairsTrace {
         }
         // The batch failed after its buckets ran: run it again from the last batch's state.
         out.subList(answered, out.size()).clear();
-        for (Map.Entry<Integer, MemoryStore> e : before.entrySet()) {
+        for (Map.Entry<Integer, PairsMemoryStore> e : before.entrySet()) {
           stored.put(e.getKey(), e.getValue().copy());
         }
       }
@@ -188,50 +189,6 @@ public final class PairsTrace {
   }
 
   /** A bucket's records as Spark's state store would keep them between tasks. */
-  private static final class MemoryStore implements PairsBucket.Store {
-    private byte[] clock;
-    private final Map<Integer, byte[]> symbols = new HashMap<>();
-    private byte[] books;
-
-    MemoryStore copy() {
-      MemoryStore c = new MemoryStore();
-      c.clock = clock;
-      c.symbols.putAll(symbols);
-      c.books = books;
-      return c;
-    }
-
-    @Override
-    public byte[] clock() {
-      return clock;
-    }
-
-    @Override
-    public void clock(byte[] record) {
-      clock = record;
-    }
-
-    @Override
-    public byte[] symbol(int code) {
-      return symbols.get(code);
-    }
-
-    @Override
-    public void symbol(int code, byte[] record) {
-      symbols.put(code, record);
-    }
-
-    @Override
-    public byte[] books() {
-      return books;
-    }
-
-    @Override
-    public void books(byte[] record) {
-      books = record;
-    }
-  }
-
   private static String bits(double v) {
     return Long.toString(Double.doubleToRawLongBits(v));
   }
