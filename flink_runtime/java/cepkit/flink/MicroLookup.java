@@ -1,5 +1,6 @@
 package cepkit.flink;
 
+import cepkit.logic.MicroQuery;
 import cepkit.wire.FrameClient;
 
 import java.io.IOException;
@@ -234,9 +235,9 @@ public final class MicroLookup {
         row.setField(0, id);
         for (int i = 0; i < selectTable.length; i++) {
           double v = selectTable[i] >= 0 ? t[selectTable[i]] : number(r, selectAt[i]);
-          row.setField(i + 1, typed(v, types[i]));
+          row.setField(i + 1, MicroQuery.typed(v, types[i]));
         }
-        row.setField(fields.length, typed(number(r, tsAt), types[fields.length - 1]));
+        row.setField(fields.length, MicroQuery.typed(number(r, tsAt), types[fields.length - 1]));
         row.setField(fields.length + 1, ((Number) r.getField(ingestAt)).longValue());
         out.add(row);
       }
@@ -252,16 +253,6 @@ public final class MicroLookup {
     return ((Number) r.getField(at)).doubleValue();
   }
 
-  static Object typed(double v, String type) {
-    switch (type) {
-      case "int":
-        return (int) v;
-      case "long":
-        return (long) v;
-      default:
-        return v;
-    }
-  }
 
   static boolean test(String op, double a, double b) {
     switch (op) {

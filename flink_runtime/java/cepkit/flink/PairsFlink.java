@@ -308,15 +308,13 @@ public final class PairsFlink {
         @Override
         public void indicator(String strategy, double ratio, double avg, double upper, double lower, long tickTs,
                               long ts, long ingestTs) {
-          current.collect(Row.of("Indicator", strategy, ratio, avg, upper, lower, "", "", 0, 0, tickTs, ts,
-              ingestTs));
+          current.collect(Row.of(PairsBook.indicatorRow(strategy, ratio, avg, upper, lower, tickTs, ts, ingestTs)));
         }
 
         @Override
         public void order(String strategy, String type, String symbol, long price, long size, long tickTs, long ts,
                           long ingestTs) {
-          current.collect(Row.of("MarketOrder", strategy, Double.NaN, Double.NaN, Double.NaN, Double.NaN, type,
-              symbol, (int) price, (int) size, tickTs, ts, ingestTs));
+          current.collect(Row.of(PairsBook.orderRow(strategy, type, symbol, price, size, tickTs, ts, ingestTs)));
         }
       };
     }

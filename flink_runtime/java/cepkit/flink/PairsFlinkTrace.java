@@ -169,15 +169,13 @@ public final class PairsFlinkTrace {
       @Override
       public void indicator(String strategy, double ratio, double avg, double upper, double lower, long tickTs,
                             long ts, long ingestTs) {
-        out.add(line(new Object[] {"Indicator", strategy, ratio, avg, upper, lower, "", "", 0, 0, tickTs, ts,
-            ingestTs}));
+        out.add(line(PairsBook.indicatorRow(strategy, ratio, avg, upper, lower, tickTs, ts, ingestTs)));
       }
 
       @Override
       public void order(String strategy, String type, String symbol, long price, long size, long tickTs, long ts,
                         long ingestTs) {
-        out.add(line(new Object[] {"MarketOrder", strategy, Double.NaN, Double.NaN, Double.NaN, Double.NaN, type,
-            symbol, (int) price, (int) size, tickTs, ts, ingestTs}));
+        out.add(line(PairsBook.orderRow(strategy, type, symbol, price, size, tickTs, ts, ingestTs)));
       }
     };
     // The job's state: the partials operator's, each bucket's records and decoded bucket (key b is bucket b).

@@ -158,7 +158,7 @@ public abstract class MicroQuery {
   }
 
   /** A value of logical type {@code type} (int, long, double) as the row's Java object. */
-  static Object typed(double v, String type) {
+  public static Object typed(double v, String type) {
     switch (type) {
       case "int":
         return (int) v;

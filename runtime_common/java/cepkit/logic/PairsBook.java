@@ -70,6 +70,19 @@ public final class PairsBook {
                long ingestTs);
   }
 
+  /** An Indicator as the engines' output row (specs/OUTPUT_LOG.md), the columns every sink sends. */
+  public static Object[] indicatorRow(String strategy, double ratio, double avg, double upper, double lower,
+                                      long tickTs, long ts, long ingestTs) {
+    return new Object[] {"Indicator", strategy, ratio, avg, upper, lower, "", "", 0, 0, tickTs, ts, ingestTs};
+  }
+
+  /** A MarketOrder as the engines' output row (specs/OUTPUT_LOG.md). */
+  public static Object[] orderRow(String strategy, String type, String symbol, long price, long size, long tickTs,
+                                  long ts, long ingestTs) {
+    return new Object[] {"MarketOrder", strategy, Double.NaN, Double.NaN, Double.NaN, Double.NaN, type, symbol,
+        (int) price, (int) size, tickTs, ts, ingestTs};
+  }
+
   final long periodMs;
   final int k;
   final int width;

@@ -251,15 +251,13 @@ public final class PairsRealTime {
         @Override
         public void indicator(String strategy, double ratio, double avg, double upper, double lower, long tickTs,
                               long ts, long ingestTs) {
-          out.add(RowFactory.create("Indicator", strategy, ratio, avg, upper, lower, "", "", 0, 0, tickTs, ts,
-              ingestTs));
+          out.add(RowFactory.create(PairsBook.indicatorRow(strategy, ratio, avg, upper, lower, tickTs, ts, ingestTs)));
         }
 
         @Override
         public void order(String strategy, String type, String symbol, long price, long size, long tickTs, long ts,
                           long ingestTs) {
-          out.add(RowFactory.create("MarketOrder", strategy, Double.NaN, Double.NaN, Double.NaN, Double.NaN, type,
-              symbol, (int) price, (int) size, tickTs, ts, ingestTs));
+          out.add(RowFactory.create(PairsBook.orderRow(strategy, type, symbol, price, size, tickTs, ts, ingestTs)));
         }
       };
       if (!realTime) {
