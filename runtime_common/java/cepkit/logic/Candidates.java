@@ -5,7 +5,8 @@ package cepkit.logic;
  * logic only ever appends at the back, removes at the front, clears, and reads all in order
  * (ALL on the second element: every one of them is a match, so reading costs the output). Engine
  * implementations: {@link SeqCandidates} over a keyed map state (sequence number -> record) plus
- * two counters; {@link CandidateDeque} in memory.
+ * two counters, for an engine calling once per event (Flink); {@link ChunkCandidates}, a record per
+ * key and call, for one calling once per key and batch (Spark); {@link CandidateDeque} in memory.
  */
 public interface Candidates {
   int size();

@@ -32,10 +32,12 @@ import com.fasterxml.jackson.databind.JsonNode;
  * <ul>
  *   <li>stream: one {@link StreamLogic}; its state is written to bytes and read back after every
  *   batch and, at random, after single events;</li>
- *   <li>keyed (a keyed pattern): each key's candidates live in a map of byte records plus two
- *   counters ({@link SeqCandidates}), as in an engine's keyed state; a batch's events are grouped
- *   by key and the keys handled in random order (each key's events in feed order), one
- *   SeqCandidates per key and batch or per event at random; after a batch (at random, and always
+ *   <li>keyed (a keyed pattern): each key's candidates live in a map of byte records plus
+ *   counters, as in an engine's keyed state: one record per candidate ({@link SeqCandidates},
+ *   Flink's plan) or per key and batch ({@link ChunkCandidates}, Spark's), chosen at random per
+ *   key; a batch's events are grouped by key and the keys handled in random order (each key's
+ *   events in feed order), one SeqCandidates per key and batch or per event at random, one
+ *   ChunkCandidates per key and batch; after a batch (at random, and always
  *   after the last) every key is pruned with the batch's last TS (an engine's timer), and a key
  *   left with no candidate is removed.</li>
  * </ul>
@@ -104,7 +106,19 @@ public final class LogicTrace {
       List<Long> order = new ArrayList<>(byKey.keySet());
       Collections.shuffle(order, rng);
       for (Long k : order) {
-        KeyStore store = keys.computeIfAbsent(k, x -> new KeyStore());
+        KeyStore store = keys.computeIfAbsent(k, x -> new KeyStore(rng.nextBoolean()));
+        if (store.chunked) {
+          ChunkCandidates cands = new ChunkCandidates(store);
+          for (Event e : byKey.get(k)) {
+            trigger[0] = e.offset;
+            p.process(e, cands, out);
+          }
+          cands.flush();
+          if (store.counters == null) {
+            keys.remove(k);
+          }
+          continue;
+        }
         boolean perEvent = rng.nextBoolean();
         SeqCandidates cands = new SeqCandidates(store);
         for (Event e : byKey.get(k)) {
@@ -126,9 +140,15 @@ public final class LogicTrace {
       if (!raw.isEmpty() && (rng.nextBoolean() || cutsLeft == 0)) {
         long now = raw.get(raw.size() - 1).ts;
         for (Map.Entry<Long, KeyStore> en : new ArrayList<>(keys.entrySet())) {
-          SeqCandidates cands = new SeqCandidates(en.getValue());
-          p.prune(cands, now);
-          cands.flush();
+          if (en.getValue().chunked) {
+            ChunkCandidates cands = new ChunkCandidates(en.getValue());
+            p.prune(cands, now);
+            cands.flush();
+          } else {
+            SeqCandidates cands = new SeqCandidates(en.getValue());
+            p.prune(cands, now);
+            cands.flush();
+          }
           if (en.getValue().counters == null) {
             keys.remove(en.getKey());
           }
@@ -138,6 +158,13 @@ public final class LogicTrace {
     if (keyed) {
       long live = 0;
       for (KeyStore s : keys.values()) {
+        if (s.chunked) {
+          live += s.counters[3];
+          if (s.records.size() != s.counters[1] - s.counters[0]) {
+            throw new IllegalStateException("keyed pattern: chunks and counters disagree");
+          }
+          continue;
+        }
         live += s.records.size();
         if (s.records.size() != s.counters[1] - s.counters[0]) {
           throw new IllegalStateException("keyed pattern: records and counters disagree");
@@ -202,9 +229,22 @@ public final class LogicTrace {
   }
 
   /** One key's state as an engine's keyed map state and value state hold it (records as bytes). */
-  private static final class KeyStore implements SeqCandidates.Store {
+  private static final class KeyStore implements SeqCandidates.Store, ChunkCandidates.Store {
+    final boolean chunked;
     long[] counters;
     final Map<Long, byte[]> records = new HashMap<>();
+
+    KeyStore(boolean chunked) {
+      this.chunked = chunked;
+    }
+
+    @Override
+    public void counters(long[] values) {
+      counters = values == null ? null : values.clone();
+      if (values == null && !records.isEmpty()) {
+        throw new IllegalStateException("keyed pattern: no candidates counted but chunks held");
+      }
+    }
 
     @Override
     public long[] counters() {

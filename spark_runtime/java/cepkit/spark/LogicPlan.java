@@ -4,7 +4,7 @@ import cepkit.logic.Event;
 import cepkit.logic.MicroQuery;
 import cepkit.logic.Out;
 import cepkit.logic.PatternLogic;
-import cepkit.logic.SeqCandidates;
+import cepkit.logic.ChunkCandidates;
 import cepkit.logic.StreamLogic;
 
 import java.nio.ByteBuffer;
@@ -50,26 +50,37 @@ import scala.jdk.javaapi.CollectionConverters;
  *   checked here, so an event neither element can use never crosses the shuffle), carrying only
  *   the A values the query reads, grouped by (query, state key): a keyed pattern's key value, 0
  *   for a whole-stream query (one group, one task).</li>
- *   <li>One shuffle by (query, state key), then {@link Processor}: a group's rows are fed to its
+ *   <li>In micro-batch mode a source task sends each group one {@link #BUNDLE} row per batch
+ *   ({@link Bundler}: the group's events of the task, in feed order, packed), so the shuffle and
+ *   the sort Spark puts before {@code transformWithState} move one row per group and task instead
+ *   of one per event; in real-time mode each routed event is its own {@link #ROUTED} row, sent as
+ *   it comes.</li>
+ *   <li>One shuffle by (state key, query), then {@link Processor}: a group's events are fed to its
  *   logic one at a time in feed order. A shuffle does not keep the order of a micro-batch's rows,
- *   so in micro-batch mode a group's rows of one call are sorted by offset first; in real-time mode
- *   they come in feed order (one source partition, one producer per shuffle partition) and each
- *   row is handled as it is pulled, its outputs leaving at once.</li>
+ *   so in micro-batch mode a group's bundles of one call (one per source task, each in feed order)
+ *   are merged by offset; in real-time mode rows come in feed order (one source partition, one
+ *   producer per shuffle partition) and each is handled as it is pulled, its outputs leaving at
+ *   once.</li>
  * </ol>
  *
- * State, in Spark's state store: a pattern's candidates one record per candidate ({@code
- * candidates}, a map from sequence number to {@code Candidate.toBytes()}) and two counters
- * ({@code counters}), through {@link SeqCandidates}: a candidate costs one put and one remove, and
- * nothing rewrites a key's window. A count window or window join is one group whose logic (its
+ * State, in Spark's state store: a pattern's candidates one record per call that added any ({@code
+ * candidates}, a map from chunk number to the chunk) and four counters ({@code counters}), through
+ * {@link ChunkCandidates}: a key's call costs a few state operations however many events it has,
+ * and nothing rewrites a key's window. A count window or window join is one group whose logic (its
  * last {@code rows} events) is {@code logic}: read once per task, written after each call.
  */
 public final class LogicPlan {
+  // The state key first: Spark sorts a batch by the grouping columns with the first one's value as
+  // the sort prefix, and q (one value for a workload's only query) would tie every row.
   public static final StructType KEY = new StructType()
-      .add("q", DataTypes.IntegerType).add("k", DataTypes.LongType);
+      .add("k", DataTypes.LongType).add("q", DataTypes.IntegerType);
   public static final StructType ROUTED = new StructType()
       .add("q", DataTypes.IntegerType).add("k", DataTypes.LongType).add("s", DataTypes.IntegerType)
       .add("id", DataTypes.IntegerType).add("a", DataTypes.BinaryType).add("ts", DataTypes.LongType)
       .add("offset", DataTypes.LongType).add("ingestTS", DataTypes.LongType);
+  /** A group's events of one source task in a micro-batch, in feed order ({@link Bundler}). */
+  public static final StructType BUNDLE = new StructType()
+      .add("k", DataTypes.LongType).add("q", DataTypes.IntegerType).add("events", DataTypes.BinaryType);
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private LogicPlan() {
@@ -100,10 +111,10 @@ public final class LogicPlan {
       rest[attributes + 3] = "stream";
     }
     StructType output = StructType.fromDDL(outputDdl);
-    Dataset<Row> routed = events.select("ID", rest).mapPartitions(new Routes(queries, attributes, multi),
-        Encoders.row(ROUTED));
+    Dataset<Row> routed = events.select("ID", rest).mapPartitions(new Routes(queries, attributes, multi, realtime),
+        Encoders.row(realtime ? ROUTED : BUNDLE));
     // Grouped by key columns (a key function's AppendColumnsWithObject is not admitted in real-time mode).
-    return routed.groupBy("q", "k").as(Encoders.row(KEY), Encoders.row(ROUTED))
+    return routed.groupBy("k", "q").as(Encoders.row(KEY), Encoders.row(realtime ? ROUTED : BUNDLE))
         .transformWithState(new Processor(queries, output, realtime), TimeMode.None(),
             realtime ? OutputMode.Update() : OutputMode.Append(), Encoders.row(output));
   }
@@ -141,20 +152,28 @@ public final class LogicPlan {
     }
   }
 
+  /** Where {@link Routes#route} puts a routed event: one ROUTED row, or a group's bundle. */
+  interface Routed {
+    void add(int q, long k, int s, int id, double[] a, int n, long ts, long offset, long ingest);
+  }
+
   /**
-   * A source task's routed rows: per event (ID, A1..An, TS, offset, ingestTS[, stream]) one row per
-   * query it is relevant to, keyed by (query, state key). Stateless, row by row.
+   * A source task's routed events: per event (ID, A1..An, TS, offset, ingestTS[, stream]) one per
+   * query it is relevant to, keyed by (query, state key). Real-time mode: one ROUTED row each, row
+   * by row; micro-batch mode: the task's events bundled per group ({@link Bundler}), sent at its end.
    */
   static final class Routes implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
     private final String queries;
     private final int attributes;
     private final boolean multi;
+    private final boolean realtime;
 
-    Routes(String queries, int attributes, boolean multi) {
+    Routes(String queries, int attributes, boolean multi, boolean realtime) {
       this.queries = queries;
       this.attributes = attributes;
       this.multi = multi;
+      this.realtime = realtime;
     }
 
     @Override
@@ -163,17 +182,25 @@ public final class LogicPlan {
       Map<String, int[]> streams = new HashMap<>();   // stream name -> its index in each query's inputs
       double[] a = new double[attributes];
       Event e = new Event();
+      if (!realtime) {
+        Bundler bundles = new Bundler(qs);
+        events.forEachRemaining(r -> route(qs, streams, r, a, e, attributes, multi, bundles));
+        return bundles.rows().iterator();
+      }
       return new QueuedRows<Row>(events) {
+        private final Routed one = (q, k, s, id, v, n, ts, offset, ingest) ->
+            queued.add(RowFactory.create(q, k, s, id, pack(v, n), ts, offset, ingest));
+
         @Override
         protected void take(Row r) {
-          route(qs, streams, r, a, e, attributes, multi, queued);
+          route(qs, streams, r, a, e, attributes, multi, one);
         }
       };
     }
 
-    /** The rows of one event (in the select order of {@link LogicPlan#plan}) into {@code out}. */
+    /** The routed events of one event (in the select order of {@link LogicPlan#plan}) into {@code out}. */
     static void route(MicroQuery[] qs, Map<String, int[]> streams, Row r, double[] a, Event e, int attributes,
-                      boolean multi, java.util.Collection<Row> out) {
+                      boolean multi, Routed out) {
       String name = multi ? r.getString(attributes + 4) : "S1";
       int[] index = streams.computeIfAbsent(name, n -> {
         int[] at = new int[qs.length];
@@ -195,9 +222,120 @@ public final class LogicPlan {
         }
         e.set(index[q], id, a, ts, offset, ingest);
         if (qs[q].relevant(e)) {
-          out.add(RowFactory.create(q, qs[q].stateKey(e), index[q], id, pack(a, qs[q].attributes()), ts, offset,
-              ingest));
+          out.add(q, qs[q].stateKey(e), index[q], id, a, qs[q].attributes(), ts, offset, ingest);
         }
+      }
+    }
+  }
+
+  /**
+   * A source task's events of a micro-batch packed per group, each group's in feed order: per
+   * event its stream index and ID (ints), TS, offset and ingestTS (longs), then the A values the
+   * query reads (doubles), little-endian ({@link Bundles} reads them back).
+   */
+  static final class Bundler implements Routed {
+    private final MicroQuery[] qs;
+    private final List<Map<Long, ByteBuffer>> groups = new ArrayList<>();
+
+    Bundler(MicroQuery[] qs) {
+      this.qs = qs;
+      for (int q = 0; q < qs.length; q++) {
+        groups.add(new java.util.LinkedHashMap<>());
+      }
+    }
+
+    @Override
+    public void add(int q, long k, int s, int id, double[] a, int n, long ts, long offset, long ingest) {
+      Map<Long, ByteBuffer> of = groups.get(q);
+      ByteBuffer b = of.get(k);
+      int size = Bundles.size(n);
+      if (b == null || b.remaining() < size) {
+        ByteBuffer grown = ByteBuffer.allocate(b == null ? 4 * size : 2 * b.capacity()).order(ByteOrder.LITTLE_ENDIAN);
+        if (b != null) {
+          b.flip();
+          grown.put(b);
+        }
+        of.put(k, grown);
+        b = grown;
+      }
+      b.putInt(s).putInt(id).putLong(ts).putLong(offset).putLong(ingest);
+      for (int i = 0; i < n; i++) {
+        b.putDouble(a[i]);
+      }
+    }
+
+    /** One BUNDLE row per group. */
+    List<Row> rows() {
+      List<Row> out = new ArrayList<>();
+      for (int q = 0; q < qs.length; q++) {
+        for (Map.Entry<Long, ByteBuffer> g : groups.get(q).entrySet()) {
+          ByteBuffer b = g.getValue();
+          out.add(RowFactory.create(g.getKey(), q, Arrays.copyOf(b.array(), b.position())));
+        }
+      }
+      return out;
+    }
+  }
+
+  /** A group's bundles of one micro-batch call, read back and merged into feed order by offset. */
+  static final class Bundles {
+    private final int n;
+    private final ByteBuffer[] parts;
+
+    /** Bytes per event of a query reading {@code n} A values. */
+    static int size(int n) {
+      return 32 + 8 * n;
+    }
+
+    Bundles(List<byte[]> bundles, int n) {
+      this.n = n;
+      parts = new ByteBuffer[bundles.size()];
+      for (int i = 0; i < parts.length; i++) {
+        byte[] b = bundles.get(i);
+        if (b.length % size(n) != 0) {
+          throw new IllegalStateException("a bundle of " + b.length + " bytes is not whole events of " + size(n));
+        }
+        parts[i] = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+      }
+    }
+
+    /**
+     * Every event to {@code group}, in feed order: each bundle is in feed order (one source task's
+     * contiguous offsets), so the next event is the bundle head with the least offset.
+     */
+    void feed(Group group, Out out) {
+      long last = Long.MIN_VALUE;
+      while (true) {
+        int next = -1;
+        long least = Long.MAX_VALUE;
+        for (int i = 0; i < parts.length; i++) {
+          ByteBuffer b = parts[i];
+          if (b.hasRemaining()) {
+            long offset = b.getLong(b.position() + 16);
+            if (offset < least) {
+              least = offset;
+              next = i;
+            }
+          }
+        }
+        if (next < 0) {
+          return;
+        }
+        if (least <= last) {
+          throw new IllegalStateException("bundled events out of feed order: offset " + least + " after " + last);
+        }
+        last = least;
+        ByteBuffer b = parts[next];
+        int s = b.getInt();
+        int id = b.getInt();
+        long ts = b.getLong();
+        long offset = b.getLong();
+        long ingest = b.getLong();
+        double[] a = group.a;
+        for (int i = 0; i < n; i++) {
+          a[i] = b.getDouble();
+        }
+        group.take(s, id, ts, offset, ingest, out);
       }
     }
   }
@@ -210,7 +348,7 @@ public final class LogicPlan {
     void logic(byte[] bytes);
 
     /** A pattern group's candidates. */
-    SeqCandidates.Store candidates();
+    ChunkCandidates.Store candidates();
   }
 
   /**
@@ -222,17 +360,17 @@ public final class LogicPlan {
   static final class Group {
     private final MicroQuery q;
     private final States states;
-    private final SeqCandidates candidates;
+    private final ChunkCandidates candidates;
     private final StreamLogic logic;
     private final Event e = new Event();
-    private final double[] a;
+    final double[] a;
 
     Group(MicroQuery q, int qi, States states, Map<Integer, StreamLogic> live) {
       this.q = q;
       this.states = states;
       this.a = new double[q.attributes()];
       if (q instanceof PatternLogic) {
-        candidates = new SeqCandidates(states.candidates());
+        candidates = new ChunkCandidates(states.candidates());
         logic = null;
       } else {
         candidates = null;
@@ -249,7 +387,12 @@ public final class LogicPlan {
     /** One routed row (ROUTED's columns). */
     void take(Row r, Out out) {
       unpack((byte[]) r.get(4), a);
-      e.set(r.getInt(2), r.getInt(3), a, r.getLong(5), r.getLong(6), r.getLong(7));
+      take(r.getInt(2), r.getInt(3), r.getLong(5), r.getLong(6), r.getLong(7), out);
+    }
+
+    /** One event, its A values in {@link #a}. */
+    void take(int s, int id, long ts, long offset, long ingest, Out out) {
+      e.set(s, id, a, ts, offset, ingest);
       if (candidates != null) {
         ((PatternLogic) q).process(e, candidates, out);
       } else {
@@ -266,7 +409,7 @@ public final class LogicPlan {
     }
   }
 
-  /** Sorts a micro-batch group's rows into feed order (a shuffle does not keep it). */
+  /** Real-time rows in feed order (the trace's interleaving of groups). */
   static final Comparator<Row> FEED_ORDER = Comparator.comparingLong(r -> r.getLong(6));
 
   /** Each query's output columns: where its fields, its stream name and ingestTS go in the output row. */
@@ -338,22 +481,30 @@ public final class LogicPlan {
       ValueState<byte[]> counters = getHandle().getValueState("counters", Encoders.BINARY(), TTLConfig.NONE());
       MapState<Long, byte[]> candidates = getHandle().getMapState("candidates", Encoders.LONG(), Encoders.BINARY(),
           TTLConfig.NONE());
-      SeqCandidates.Store store = new SeqCandidates.Store() {
+      ChunkCandidates.Store store = new ChunkCandidates.Store() {
         @Override
         public long[] counters() {
           if (!counters.exists()) {
             return null;
           }
           ByteBuffer b = ByteBuffer.wrap(counters.get()).order(ByteOrder.LITTLE_ENDIAN);
-          return new long[] {b.getLong(), b.getLong()};
+          long[] c = new long[b.remaining() / 8];
+          for (int i = 0; i < c.length; i++) {
+            c[i] = b.getLong();
+          }
+          return c;
         }
 
         @Override
-        public void counters(long head, long tail) {
-          if (head == tail) {
+        public void counters(long[] values) {
+          if (values == null) {
             counters.clear();       // nothing left: the key holds no state
           } else {
-            counters.update(ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(head).putLong(tail).array());
+            ByteBuffer b = ByteBuffer.allocate(8 * values.length).order(ByteOrder.LITTLE_ENDIAN);
+            for (long v : values) {
+              b.putLong(v);
+            }
+            counters.update(b.array());
           }
         }
 
@@ -384,7 +535,7 @@ public final class LogicPlan {
         }
 
         @Override
-        public SeqCandidates.Store candidates() {
+        public ChunkCandidates.Store candidates() {
           return store;
         }
       };
@@ -396,18 +547,15 @@ public final class LogicPlan {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-      int qi = key.getInt(0);
+      int qi = key.getInt(1);
       MicroQuery q = qs[qi];
       Group group = new Group(q, qi, states, live);
       ArrayDeque<Row> out = new ArrayDeque<>();
       Out sink = (values, ingestTs) -> out.add(placement.row(q, qi, values, ingestTs));
       if (!realtime) {
-        List<Row> batch = new ArrayList<>();
-        CollectionConverters.asJava(rows).forEachRemaining(batch::add);
-        batch.sort(FEED_ORDER);
-        for (Row r : batch) {
-          group.take(r, sink);
-        }
+        List<byte[]> bundles = new ArrayList<>();
+        CollectionConverters.asJava(rows).forEachRemaining(r -> bundles.add((byte[]) r.get(2)));
+        new Bundles(bundles, q.attributes()).feed(group, sink);
         group.end();
         return CollectionConverters.asScala(out.iterator());
       }

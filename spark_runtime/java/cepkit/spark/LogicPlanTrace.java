@@ -2,7 +2,7 @@ package cepkit.spark;
 
 import cepkit.logic.MicroQuery;
 import cepkit.logic.Out;
-import cepkit.logic.SeqCandidates;
+import cepkit.logic.ChunkCandidates;
 import cepkit.logic.StreamLogic;
 
 import java.io.BufferedReader;
@@ -33,9 +33,10 @@ import org.apache.spark.sql.types.StructType;
  *
  * <ul>
  *   <li>{@code micro}: the events cut into micro-batches at random (empty ones included), each
- *   read by 1 to 4 source tasks (contiguous offset ranges); a group's rows of a batch are shuffled
- *   (a shuffle keeps no order), sorted as the processor sorts them, and handled in one call; every
- *   batch is a new task (whole-stream logics read back from their bytes);</li>
+ *   read by 1 to 4 source tasks (contiguous offset ranges) that bundle them per group as the
+ *   plan's {@link LogicPlan.Bundler} does; a group's bundles of a batch are shuffled (a shuffle
+ *   keeps no order), merged as the processor merges them, and handled in one call; every batch is
+ *   a new task (whole-stream logics read back from their bytes);</li>
  *   <li>{@code realtime}: the rows in feed order, each group's rows handed over in runs of random
  *   length (real-time mode hands a key a few rows at a time), the task ended at random.</li>
  * </ul>
@@ -87,15 +88,28 @@ public final class LogicPlanTrace {
     int start = 0;
     while (start < events.size()) {
       int end = Math.min(events.size(), start + rng.nextInt(micro ? 60 : 400));
-      // The batch's (or real-time task's) routed rows, per group in arrival order.
+      // The batch's (or real-time task's) routed rows, per group in arrival order: in micro-batches
+      // each source task's bundles (one row per group and task), in real time one row per event.
       Map<List<Long>, List<Row>> groups = new LinkedHashMap<>();
       int tasks = micro ? 1 + rng.nextInt(4) : 1;
       int from = start;
       for (int t = 0; t < tasks; t++) {
         int to = t == tasks - 1 ? end : Math.min(end, from + rng.nextInt(end - from + 1));
-        for (Row r : events.subList(from, to)) {
-          List<Row> routed = new ArrayList<>();
-          LogicPlan.Routes.route(qs, streams, r, a, e, attributes, true, routed);
+        List<Row> routed = new ArrayList<>();
+        if (micro) {
+          LogicPlan.Bundler bundler = new LogicPlan.Bundler(qs);
+          for (Row r : events.subList(from, to)) {
+            LogicPlan.Routes.route(qs, streams, r, a, e, attributes, true, bundler);
+          }
+          for (Row x : bundler.rows()) {
+            groups.computeIfAbsent(List.of((long) x.getInt(1), x.getLong(0)), k -> new ArrayList<>()).add(x);
+          }
+        } else {
+          LogicPlan.Routed one = (q, k, s, id, v, n, ts, offset, ingest) ->
+              routed.add(RowFactory.create(q, k, s, id, LogicPlan.pack(v, n), ts, offset, ingest));
+          for (Row r : events.subList(from, to)) {
+            LogicPlan.Routes.route(qs, streams, r, a, e, attributes, true, one);
+          }
           for (Row x : routed) {
             groups.computeIfAbsent(List.of((long) x.getInt(0), x.getLong(1)), k -> new ArrayList<>()).add(x);
           }
@@ -105,10 +119,9 @@ public final class LogicPlanTrace {
       if (micro) {
         live.clear();           // a batch is a new task
         for (Map.Entry<List<Long>, List<Row>> g : groups.entrySet()) {
-          List<Row> rows = g.getValue();
-          Collections.shuffle(rows, rng);
-          rows.sort(LogicPlan.FEED_ORDER);
-          call(qs, placement, g.getKey(), rows, stores, live, out);
+          List<Row> bundles = g.getValue();
+          Collections.shuffle(bundles, rng);      // a shuffle keeps no order
+          call(qs, placement, g.getKey(), bundles, true, stores, live, out);
         }
       } else {
         // Real-time mode: rows in feed order, a group handed a few at a time, in arrival order across groups.
@@ -126,7 +139,7 @@ public final class LogicPlanTrace {
               all.get(at).getLong(1)))) {
             run.add(all.get(at++));
           }
-          call(qs, placement, key, run, stores, live, out);
+          call(qs, placement, key, run, false, stores, live, out);
         }
         if (rng.nextInt(3) == 0) {
           live.clear();         // the real-time batch (the task) ended
@@ -143,7 +156,7 @@ public final class LogicPlanTrace {
   }
 
   private static void call(MicroQuery[] qs, LogicPlan.Placement placement, List<Long> key, List<Row> rows,
-                           Map<List<Long>, Memory> stores, Map<Integer, StreamLogic> live, List<String> out) {
+                           boolean bundled, Map<List<Long>, Memory> stores, Map<Integer, StreamLogic> live, List<String> out) {
     int qi = (int) (long) key.get(0);
     MicroQuery q = qs[qi];
     Memory store = stores.computeIfAbsent(key, k -> new Memory());
@@ -157,8 +170,16 @@ public final class LogicPlanTrace {
       line.append(',').append(text(row.get(placement.ingest)));
       out.add(line.toString());
     };
-    for (Row r : rows) {
-      group.take(r, sink);
+    if (bundled) {
+      List<byte[]> bundles = new ArrayList<>();
+      for (Row r : rows) {
+        bundles.add((byte[]) r.get(2));
+      }
+      new LogicPlan.Bundles(bundles, q.attributes()).feed(group, sink);
+    } else {
+      for (Row r : rows) {
+        group.take(r, sink);
+      }
     }
     group.end();
   }
@@ -205,7 +226,7 @@ public final class LogicPlanTrace {
   }
 
   /** One group's state as Spark's state store keeps it: the logic's bytes, the candidates' records. */
-  private static final class Memory implements LogicPlan.States, SeqCandidates.Store {
+  private static final class Memory implements LogicPlan.States, ChunkCandidates.Store {
     private byte[] logic;
     private long[] counters;
     private final Map<Long, byte[]> records = new HashMap<>();
@@ -221,7 +242,7 @@ public final class LogicPlanTrace {
     }
 
     @Override
-    public SeqCandidates.Store candidates() {
+    public ChunkCandidates.Store candidates() {
       return this;
     }
 
@@ -231,8 +252,8 @@ public final class LogicPlanTrace {
     }
 
     @Override
-    public void counters(long head, long tail) {
-      counters = head == tail ? null : new long[] {head, tail};
+    public void counters(long[] values) {
+      counters = values == null ? null : values.clone();
     }
 
     @Override
