@@ -64,9 +64,9 @@ def test_every_kind_on_the_engine_plans_in_the_jvm_survives_a_killed_engine(tmp_
     wdir = run_dir / workload.name
     (row,) = json.loads((run_dir / "summary.json").read_text())["workloads"]
     assert row["status"] == "completed" and row["verdict"] == "PASSED"
-    java = ("q2s", "q2t", "q2g", "q2sb", "q3", "q5", "q7allone", "q7oneall", "q7oneone")
+    java = ("q2s", "q2t", "q2g", "q2sb", "q3", "q5", "q7allall", "q7allone", "q7oneall", "q7oneone")
     run = _check_work(wdir, "engine", {**{q: JAVA for q in java}, "q6db": LOOKUP, "q1": "Flink SQL",
-                                       "q4": "Flink SQL", "q6": "Flink SQL", "q7allall": "Flink SQL"})
+                                       "q4": "Flink SQL", "q6": "Flink SQL"})
     (restart,) = run["restarts"]
     assert restart["outcome"] == "restarted" and restart["restored_from"]
     started = _started(wdir)
