@@ -191,14 +191,19 @@ class ThesisInputs:
 
     def keeping(self, kept: "ThesisInputs") -> "ThesisInputs":
         """These inputs plus an earlier page's (read_kept_page): a kept row or point whose run is
-        also given here is dropped (the run read now wins), and so are its details."""
+        also given here is dropped (the run read now wins), and so are its details. A kept point
+        measured before plan families (no plan recorded: it may be the kit's core, not the
+        engine) is replaced by a point read now of the same workload and engine that names its
+        plan, not kept beside it."""
         sources = {r.source for r in self.pairs}
         runs = {str(run.run_dir) for r in self.pairs for run in r.runs}
         points = {(p.source, p.workload) for p in self.micro}
         pairs = tuple(r for r in kept.pairs if r.source not in sources)
         details = tuple(d for d in kept.details if d["source"] not in runs and
                         any(d["source"] == str(run.run_dir) for r in pairs for run in r.runs))
-        micro = tuple(p for p in kept.micro if (p.source, p.workload) not in points)
+        planned = {(p.workload, p.engine) for p in self.micro if p.plan}
+        micro = tuple(p for p in kept.micro if (p.source, p.workload) not in points
+                      and not (not p.plan and (p.workload, p.engine) in planned))
         notes = tuple(n for n in kept.notes if n not in self.notes) + self.notes
         return ThesisInputs(self.pairs + pairs, self.micro + micro, notes, self.details + details)
 

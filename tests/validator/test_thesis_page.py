@@ -280,3 +280,22 @@ def test_a_missing_search_log_is_one_line_naming_it(runs, tmp_path):
     (run / "count-windows-window-sliding-r500-sum" / "search.json").unlink()
     with pytest.raises(CepkitError, match=r"count-windows-window-sliding-r500-sum/search.json"):
         read_micro_points([run])
+
+
+def test_a_point_measured_before_plan_families_gives_way_to_a_planned_one():
+    """Figures of the kit's core are replaced, not kept beside the engine plans' (issue 44): a kept
+    point with no plan goes when a point of its workload and engine that names its plan comes; the
+    other engine's and the other workloads' stay, and so does a kept point that names its plan."""
+    from validator.thesis_page import MicroPoint
+
+    def point(engine, workload, source, plan=""):
+        return MicroPoint(engine, "patterns", False, workload, "interval", {}, 1000.0, True, source=source,
+                          plan=plan)
+
+    kept = ThesisInputs((), (point("spark", "w", "old"), point("flink", "w", "old"), point("spark", "w2", "old"),
+                             point("spark", "w3", "earlier", "engine; jvm -> jvm")), ())
+    new = ThesisInputs((), (point("spark", "w", "new", "engine; jvm -> jvm"),
+                            point("spark", "w3", "new", "engine; jvm -> jvm")), ()).keeping(kept)
+    assert sorted((p.engine, p.workload, p.source) for p in new.micro) == [
+        ("flink", "w", "old"), ("spark", "w", "new"), ("spark", "w2", "old"), ("spark", "w3", "earlier"),
+        ("spark", "w3", "new")]
