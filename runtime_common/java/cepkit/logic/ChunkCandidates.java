@@ -163,12 +163,7 @@ public final class ChunkCandidates implements Candidates {
       for (Candidate c : kept) {
         c.write(b);
       }
-      if (stored == 0) {
-        head = tail;               // the only live chunk: no skip carries over
-        skip = 0;
-        headChunk = null;
-      }
-      store.put(tail++, b.array());
+      store.put(tail++, b.array());    // with nothing stored, head == tail and skip == 0 already
       stored += n;
     }
     fresh.clear();
